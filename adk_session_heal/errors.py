@@ -1,0 +1,50 @@
+"""One exception tree for the whole package.
+
+::
+
+    HealError                      root: catch this to catch everything below
+    ├── HealWriteError             a heal could not be written to the session store
+    ├── StoreError                 a session database could not be used as asked
+    │   ├── UnsupportedStoreError  wrong URL form, sync driver, unknown or legacy schema
+    │   └── ReadOnlyStoreError     a write was needed but the database refuses writes
+    └── LedgerError                the heal ledger is missing or out of date
+
+Driver errors are translated once, where storage is touched
+(``raise StoreError(...) from exc``). Every message says what was wrong and
+what to do, and never contains a password.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HealError",
+    "HealWriteError",
+    "LedgerError",
+    "ReadOnlyStoreError",
+    "StoreError",
+    "UnsupportedStoreError",
+]
+
+
+class HealError(Exception):
+    """Root of every error this package raises."""
+
+
+class HealWriteError(HealError):
+    """A heal could not be written (raised only when the policy says raise)."""
+
+
+class StoreError(HealError):
+    """A session database could not be used as asked."""
+
+
+class UnsupportedStoreError(StoreError):
+    """The URL, driver or schema is not one this package can work with."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write was needed but the database refuses writes."""
+
+
+class LedgerError(HealError):
+    """The heal ledger is missing or its schema is out of date."""

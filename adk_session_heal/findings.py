@@ -1,0 +1,472 @@
+"""Classification of every tool call in a session: which are answered, which are dead.
+
+:func:`classify` looks at a session's events (oldest first, as ADK stores and
+returns them) and gives every function-call occurrence one
+:class:`CallStatus`:
+
+=============  ================================================================
+``answered``   a response belongs to it (ADK's attribution rule, see
+               :mod:`adk_session_heal.pairing`).
+``superseded`` unanswered, and a later event belongs to another invocation. In
+               ADK a new invocation on a session means the old one is over, so
+               the call is dead for sure (ADK's compaction reasons the same way
+               in ``_provably_dead_call_ids``).
+``stale``      unanswered, in the newest invocation, older than ``stale_after``.
+``in_flight``  unanswered, in the newest invocation, younger than that (or no
+               age given). May still be running: never healed.
+``pending``    a long-running call (``long_running_tool_ids``), a tool awaiting
+               confirmation or credentials, or one of ADK's client function
+               calls (``adk_request_*``). Legitimately unanswered: never healed.
+``id_less``    the call has no id, so no response can be tied to it reliably.
+               Reported, never healed (ADK leaves them alone too).
+``rewound``    the call sits in a stretch of history a rewind annulled. ADK
+               never shows it to a model; a response written now would become
+               an orphan. Reported, never healed.
+=============  ================================================================
+
+Responses whose call is missing are reported as orphaned; calls answered more
+than once (other than a long-running call's progress updates) are reported as
+duplicates. Only ``superseded`` and ``stale`` calls are ever healed.
+
+The module is pure: it reads events through an
+:class:`~adk_session_heal.views.EventAccess` and performs no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .pairing import EMPTY_STEP, CallOccurrence, Step, pair
+from .views import ADK_EVENTS, EventAccess
+
+__all__ = [
+    "CLIENT_FUNCTION_CALL_NAMES",
+    "HEALABLE",
+    "CallFinding",
+    "CallStatus",
+    "PendingReason",
+    "ResponseFinding",
+    "SessionFindings",
+    "classify",
+]
+
+E = TypeVar("E")
+
+CLIENT_FUNCTION_CALL_NAMES = frozenset(
+    {
+        "adk_request_credential",
+        "adk_request_confirmation",
+        "adk_request_input",
+        "adk_framework",
+    }
+)
+"""Function names ADK uses for its own client and framework calls (never healed)."""
+
+
+class CallStatus(str, enum.Enum):
+    """What became of one function-call occurrence."""
+
+    ANSWERED = "answered"
+    SUPERSEDED = "superseded"
+    STALE = "stale"
+    IN_FLIGHT = "in_flight"
+    PENDING = "pending"
+    ID_LESS = "id_less"
+    REWOUND = "rewound"
+
+
+HEALABLE = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE})
+"""The statuses of calls that are dead and may be healed."""
+
+
+class PendingReason(str, enum.Enum):
+    """Why a ``pending`` call is legitimately unanswered."""
+
+    LONG_RUNNING = "long_running"
+    AWAITING_CONFIRMATION_OR_CREDENTIAL = "awaiting_confirmation_or_credential"
+    CLIENT_CALL = "client_call"
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinding:
+    """The status of one function-call occurrence.
+
+    Attributes:
+        event_index: Position of the call event in the classified list.
+        event_id: Id of the call event.
+        invocation_id: Invocation of the call event.
+        call_id: The call id (``None`` for id-less calls).
+        name: The function name.
+        timestamp: Time of the call event (POSIX seconds).
+        status: What became of the call.
+        pending_reason: Why it is pending, for ``pending`` calls.
+        answered_by_heal: For answered calls: the response that counts (the last
+            one) is a synthetic one written by this package.
+    """
+
+    event_index: int
+    event_id: str
+    invocation_id: str
+    call_id: str | None
+    name: str
+    timestamp: float
+    status: CallStatus
+    pending_reason: PendingReason | None = None
+    answered_by_heal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFinding:
+    """A response that does not pair cleanly: orphaned, or one of several.
+
+    Attributes:
+        event_index: Position of the response event in the classified list.
+        event_id: Id of the response event.
+        call_id: The response id (``None`` when it has none).
+        name: The function name.
+        involves_heal: For duplicates: one of the responses is synthetic (a real
+            response arrived after a heal; ADK keeps the last one).
+    """
+
+    event_index: int
+    event_id: str
+    call_id: str | None
+    name: str
+    involves_heal: bool = False
+
+
+class SessionFindings:
+    """Everything :func:`classify` found in one session.
+
+    The per-call findings are built on first access to :attr:`calls`, so a
+    caller that only asks :attr:`needs_healing` of a session whose calls are all
+    answered (the wrapper's case on every ``get_session``) never pays for them.
+
+    Attributes:
+        orphaned_responses: Responses with no call to belong to.
+        duplicate_responses: Extra responses to an already answered call (the
+            second and later ones), excluding long-running progress updates.
+    """
+
+    __slots__ = ("_calls", "_factory", "_maybe_dead", "duplicate_responses",
+                 "orphaned_responses")
+
+    def __init__(
+        self,
+        calls: Sequence[CallFinding] | Callable[[], Sequence[CallFinding]] = (),
+        orphaned_responses: Sequence[ResponseFinding] = (),
+        duplicate_responses: Sequence[ResponseFinding] = (),
+        *,
+        maybe_dead: bool = True,
+    ) -> None:
+        """Creates findings from call findings, or from a function building them.
+
+        Args:
+            calls: The call findings, or a function returning them on demand.
+            orphaned_responses: Responses with no call to belong to.
+            duplicate_responses: Extra responses to answered calls.
+            maybe_dead: ``False`` promises that no call is healable, so
+                :attr:`dead` can answer without building the call findings.
+        """
+        if callable(calls):
+            self._factory: Callable[[], Sequence[CallFinding]] | None = calls
+            self._calls: tuple[CallFinding, ...] | None = None
+        else:
+            self._factory = None
+            self._calls = tuple(calls)
+        self._maybe_dead = maybe_dead
+        self.orphaned_responses = tuple(orphaned_responses)
+        self.duplicate_responses = tuple(duplicate_responses)
+
+    @property
+    def calls(self) -> tuple[CallFinding, ...]:
+        """One finding per call occurrence, in history order."""
+        if self._calls is None:
+            assert self._factory is not None
+            self._calls = tuple(self._factory())
+            self._factory = None
+        return self._calls
+
+    @property
+    def dead(self) -> tuple[CallFinding, ...]:
+        """The calls that may be healed (``superseded`` and ``stale``)."""
+        if not self._maybe_dead:
+            return ()
+        return tuple(c for c in self.calls if c.status in HEALABLE)
+
+    @property
+    def needs_healing(self) -> bool:
+        """Whether at least one call may be healed."""
+        return bool(self.dead)
+
+    def with_status(self, status: CallStatus) -> tuple[CallFinding, ...]:
+        """Returns the call findings with one status."""
+        return tuple(c for c in self.calls if c.status is status)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionFindings):
+            return NotImplemented
+        return (
+            self.calls == other.calls
+            and self.orphaned_responses == other.orphaned_responses
+            and self.duplicate_responses == other.duplicate_responses
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionFindings(calls={self.calls!r}, "
+            f"orphaned_responses={self.orphaned_responses!r}, "
+            f"duplicate_responses={self.duplicate_responses!r})"
+        )
+
+
+_NO_FINDINGS = SessionFindings()
+
+
+def _live_mask(
+    events: Sequence[E], access: EventAccess[E], rewinds: Sequence[int]
+) -> list[bool] | None:
+    """Returns which events survive ADK's rewinds, or ``None`` if none rewinds.
+
+    Mirrors ``google/adk/events/_rewind_events.py``: walking backwards, a rewind
+    event annuls itself and everything back to the first event of its target
+    invocation. One deliberate difference: when the target invocation is not in
+    the list (a partial read of the session), everything before the rewind is
+    treated as annulled, so a call we cannot place is never healed.
+    """
+    if not rewinds:
+        return None
+    first_index: dict[str, int] = {}
+    for index, event in enumerate(events):
+        invocation = access.invocation_id(event)
+        if invocation and invocation not in first_index:
+            first_index[invocation] = index
+    live = [True] * len(events)
+    rewind_set = set(rewinds)
+    index = len(events) - 1
+    while index >= 0:
+        target = access.rewind_target(events[index]) if index in rewind_set else None
+        if target:
+            start = first_index.get(target, 0)
+            start = min(start, index)
+            for annulled in range(start, index + 1):
+                live[annulled] = False
+            index = start
+        index -= 1
+    return live
+
+
+def _supersession_boundary(
+    events: Sequence[E], access: EventAccess[E], live: list[bool] | None
+) -> tuple[str | None, int, int]:
+    """Finds the newest invocation and where its uninterrupted tail starts.
+
+    Events that do not speak for an invocation (partial, compaction summaries,
+    events without an invocation id, annulled ones) are not counted.
+
+    Returns:
+        ``(newest, tail_start, last)``: ``newest`` is the invocation of the last
+        counted event, at index ``last``; every counted event at or after
+        ``tail_start`` belongs to ``newest`` and the counted event just before
+        it belongs to another invocation (``tail_start`` is 0 when there is
+        none). A call at index ``i`` is superseded (a later counted event
+        belongs to another invocation) exactly when ``i < tail_start``, or when
+        its own invocation is not ``newest`` and ``i < last``.
+    """
+    newest: str | None = None
+    last = -1
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if live is not None and not live[index]:
+            continue
+        if access.is_partial(event) or access.is_compaction(event):
+            continue
+        invocation = access.invocation_id(event)
+        if not invocation:
+            continue
+        if newest is None:
+            newest, last = invocation, index
+        elif invocation != newest:
+            return newest, index + 1, last
+    return newest, 0, last
+
+
+def classify(
+    events: Sequence[E],
+    access: EventAccess[E] = ADK_EVENTS,  # type: ignore[assignment]
+    *,
+    now: float,
+    stale_after: float | None = None,
+) -> SessionFindings:
+    """Classifies every function-call occurrence of a session.
+
+    Args:
+        events: The session's events, oldest first (as ADK returns them).
+        access: How to read the events: :data:`~adk_session_heal.views.ADK_EVENTS`
+            for ``Event`` objects (the default) or
+            :data:`~adk_session_heal.views.STORED_JSON` for stored JSON dicts.
+        now: The current time (POSIX seconds), for the age of calls.
+        stale_after: Age in seconds after which an unanswered call of the newest
+            invocation counts as ``stale``. ``None`` (the default) never calls a
+            call of the newest invocation stale.
+
+    Returns:
+        The findings. A session without calls costs one pass over the events;
+        one whose calls are all answered, one more pass over its calls.
+    """
+    steps, rewinds = access.steps(events)
+    if not rewinds and all(step is EMPTY_STEP for step in steps):
+        return _NO_FINDINGS
+
+    live = _live_mask(events, access, rewinds)
+    if live is not None:
+        steps = [step if live[i] else EMPTY_STEP for i, step in enumerate(steps)]
+    pairing = pair(steps)
+
+    maybe_dead = any(o.id and not o.responses for o in pairing.occurrences)
+
+    def build_calls() -> list[CallFinding]:
+        return _call_findings(events, access, pairing.occurrences, live, steps,
+                              now=now, stale_after=stale_after, maybe_dead=maybe_dead)
+
+    orphans = tuple(
+        ResponseFinding(
+            event_index=o.step,
+            event_id=access.event_id(events[o.step]),
+            call_id=o.id,
+            name=o.name,
+        )
+        for o in pairing.orphans
+    )
+    duplicates: list[ResponseFinding] = []
+    for occurrence in pairing.occurrences:
+        if len(occurrence.responses) < 2:
+            continue
+        if occurrence.id and occurrence.id in access.long_running_ids(events[occurrence.step]):
+            continue
+        involves_heal = any(
+            access.heal_marker(events[i]) is not None for i in occurrence.responses
+        )
+        for index in occurrence.responses[1:]:
+            duplicates.append(
+                ResponseFinding(
+                    event_index=index,
+                    event_id=access.event_id(events[index]),
+                    call_id=occurrence.id,
+                    name=occurrence.name,
+                    involves_heal=involves_heal,
+                )
+            )
+    return SessionFindings(
+        build_calls,
+        orphaned_responses=orphans,
+        duplicate_responses=duplicates,
+        maybe_dead=maybe_dead,
+    )
+
+
+def _call_findings(
+    events: Sequence[E],
+    access: EventAccess[E],
+    occurrences: Sequence[CallOccurrence],
+    live: list[bool] | None,
+    steps: Sequence[Step],
+    *,
+    now: float,
+    stale_after: float | None,
+    maybe_dead: bool,
+) -> list[CallFinding]:
+    """Builds the per-call findings of :func:`classify` (on first access)."""
+    long_running: set[str] = set()
+    awaiting: set[str] = set()
+    newest: str | None = None
+    tail_start, last_counted = 0, -1
+    if maybe_dead:
+        for index, step in enumerate(steps):
+            if step is not EMPTY_STEP:
+                long_running.update(access.long_running_ids(events[index]))
+                awaiting.update(access.pending_ids(events[index]))
+        newest, tail_start, last_counted = _supersession_boundary(events, access, live)
+
+    calls: list[CallFinding] = []
+    for occurrence in occurrences:
+        index = occurrence.step
+        event = events[index]
+        call_id = occurrence.id
+        invocation = access.invocation_id(event)
+        pending_reason: PendingReason | None = None
+        answered_by_heal = False
+        if call_id is None:
+            status = CallStatus.ID_LESS
+        elif occurrence.responses:
+            last_response = events[occurrence.responses[-1]]
+            if call_id in access.pending_ids(last_response):
+                status = CallStatus.PENDING
+                pending_reason = PendingReason.AWAITING_CONFIRMATION_OR_CREDENTIAL
+            else:
+                status = CallStatus.ANSWERED
+                answered_by_heal = access.heal_marker(last_response) is not None
+        elif occurrence.name in CLIENT_FUNCTION_CALL_NAMES:
+            status, pending_reason = CallStatus.PENDING, PendingReason.CLIENT_CALL
+        elif call_id in long_running:
+            status, pending_reason = CallStatus.PENDING, PendingReason.LONG_RUNNING
+        elif call_id in awaiting:
+            status = CallStatus.PENDING
+            pending_reason = PendingReason.AWAITING_CONFIRMATION_OR_CREDENTIAL
+        elif index < tail_start or (invocation != newest and index < last_counted):
+            status = CallStatus.SUPERSEDED
+        elif stale_after is not None and now - access.timestamp(event) > stale_after:
+            status = CallStatus.STALE
+        else:
+            status = CallStatus.IN_FLIGHT
+        calls.append(
+            CallFinding(
+                event_index=index,
+                event_id=access.event_id(event),
+                invocation_id=invocation,
+                call_id=call_id,
+                name=occurrence.name,
+                timestamp=access.timestamp(event),
+                status=status,
+                pending_reason=pending_reason,
+                answered_by_heal=answered_by_heal,
+            )
+        )
+
+    if live is not None:
+        calls.extend(_rewound_calls(events, access, live))
+        calls.sort(key=lambda c: c.event_index)
+
+    if live is not None:
+        calls.extend(_rewound_calls(events, access, live))
+        calls.sort(key=lambda c: c.event_index)
+    return calls
+
+
+def _rewound_calls(
+    events: Sequence[E], access: EventAccess[E], live: list[bool]
+) -> list[CallFinding]:
+    """Returns a ``rewound`` finding for every call in an annulled event."""
+    found: list[CallFinding] = []
+    for index, event in enumerate(events):
+        if live[index]:
+            continue
+        (calls, _responses) = access.steps([event])[0][0]
+        for call_id, name in calls:
+            found.append(
+                CallFinding(
+                    event_index=index,
+                    event_id=access.event_id(event),
+                    invocation_id=access.invocation_id(event),
+                    call_id=call_id,
+                    name=name,
+                    timestamp=access.timestamp(event),
+                    status=CallStatus.REWOUND,
+                )
+            )
+    return found

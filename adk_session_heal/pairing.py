@@ -1,0 +1,148 @@
+"""Pairing of tool calls with their responses: ADK's attribution rule, written once.
+
+A history is a sequence of *steps*. A step is one position in it (an ADK event,
+a chat message, a ``Content``) and holds the function-call parts and the
+function-response parts found there. :func:`pair` walks the steps once and
+attributes every response to a call occurrence, following ADK 2.13
+(``google/adk/flows/llm_flows/tools/_rearranger.py``):
+
+* Ids can repeat within a session, so a *call occurrence* is one call part at one
+  step, not an id.
+* A response belongs to the newest call occurrence that precedes it and carries
+  the same id. Within one step, responses are applied before calls, so a step
+  never answers its own calls.
+* A response with no id belongs to the newest preceding id-less call of the same
+  name (ADK keeps such a response when an id-less call of that name was seen).
+* A response with no preceding call to belong to is *orphaned* (ADK drops it from
+  the request).
+
+Everything that pairs calls in this package (classification of stored events,
+the context filter plugin, the provider-format helpers and validators) calls
+:func:`pair`; none re-implements it. This module imports nothing but the
+standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+__all__ = [
+    "EMPTY_STEP",
+    "CallOccurrence",
+    "OrphanedResponse",
+    "Pairing",
+    "Ref",
+    "Step",
+    "pair",
+]
+
+
+Ref = tuple[str | None, str]
+"""One function-call or function-response part: ``(id or None, name)``.
+
+A plain tuple rather than a named one: histories are paired on every
+``get_session``, and building named tuples costs more than the pairing.
+"""
+
+Step = tuple[Sequence[Ref], Sequence[Ref]]
+"""The parts found at one position of a history: ``(calls, responses)``."""
+
+EMPTY_STEP: Step = ((), ())
+"""The step of a position that holds no call and no response (shared, immutable)."""
+
+
+@dataclass(slots=True)
+class CallOccurrence:
+    """One call part at one step, with the steps of the responses attributed to it.
+
+    Attributes:
+        step: Index of the step holding the call.
+        position: Index of the call among the step's calls.
+        id: The call id, or ``None``.
+        name: The function name.
+        responses: Step indices of the responses attributed to this occurrence, in
+            history order (one entry per response part).
+    """
+
+    step: int
+    position: int
+    id: str | None
+    name: str
+    responses: list[int] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        """Whether at least one response was attributed to this occurrence."""
+        return bool(self.responses)
+
+
+class OrphanedResponse(NamedTuple):
+    """A response part with no preceding call to belong to.
+
+    Attributes:
+        step: Index of the step holding the response.
+        id: The response id, or ``None``.
+        name: The function name.
+    """
+
+    step: int
+    id: str | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """The result of :func:`pair`.
+
+    Attributes:
+        occurrences: Every call occurrence, in history order.
+        orphans: Every orphaned response, in history order.
+    """
+
+    occurrences: tuple[CallOccurrence, ...]
+    orphans: tuple[OrphanedResponse, ...]
+
+    @property
+    def unanswered(self) -> tuple[CallOccurrence, ...]:
+        """The occurrences no response was attributed to."""
+        return tuple(o for o in self.occurrences if not o.responses)
+
+
+def pair(steps: Iterable[Step]) -> Pairing:
+    """Attributes every response of a history to a call occurrence.
+
+    Args:
+        steps: The history, oldest first. Steps with neither calls nor responses
+            may be passed as :data:`EMPTY_STEP`; they cost one comparison.
+
+    Returns:
+        The occurrences (each with the steps of its responses) and the orphaned
+        responses.
+    """
+    newest_by_id: dict[str, CallOccurrence] = {}
+    newest_idless_by_name: dict[str, CallOccurrence] = {}
+    occurrences: list[CallOccurrence] = []
+    orphans: list[OrphanedResponse] = []
+    for index, (calls, responses) in enumerate(steps):
+        if not calls and not responses:
+            continue
+        for response_id, response_name in responses:
+            owner = (
+                newest_by_id.get(response_id)
+                if response_id
+                else newest_idless_by_name.get(response_name)
+            )
+            if owner is None:
+                orphans.append(OrphanedResponse(index, response_id, response_name))
+            else:
+                owner.responses.append(index)
+        for position, (call_id, call_name) in enumerate(calls):
+            occurrence = CallOccurrence(index, position, call_id, call_name)
+            occurrences.append(occurrence)
+            if call_id:
+                newest_by_id[call_id] = occurrence
+            else:
+                newest_idless_by_name[call_name] = occurrence
+    return Pairing(tuple(occurrences), tuple(orphans))

@@ -1,0 +1,97 @@
+"""Shared fixtures: real session services over every supported store."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from google.adk.sessions import (
+    BaseSessionService,
+    DatabaseSessionService,
+    InMemorySessionService,
+)
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from servers import temporary_database  # noqa: E402
+
+STORES = ["memory", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb"]
+"""Every inner session service the contract tests run against."""
+
+ServiceFactory = Callable[[], Awaitable[BaseSessionService]]
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database (asyncpg URL), dropped after the test."""
+    async with temporary_database("postgres") as url:
+        yield url
+
+
+@pytest.fixture
+async def mariadb_url() -> AsyncIterator[str]:
+    """A fresh MariaDB database (aiomysql URL), dropped after the test."""
+    async with temporary_database("mariadb") as url:
+        yield url
+
+
+@pytest.fixture(params=STORES, ids=STORES)
+async def store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[ServiceFactory]:
+    """Opens new services over one shared store of the parametrized kind.
+
+    Each call of the factory returns a *new* service instance over the same
+    storage, as a second process would see it (for the in-memory store, the
+    same instance: it has no storage outside the process).
+    """
+    kind: str = request.param
+    opened: list[BaseSessionService] = []
+
+    if kind == "memory":
+        shared = InMemorySessionService()
+
+        async def factory() -> BaseSessionService:
+            return shared
+
+        yield factory
+        return
+
+    async def make(url: str) -> BaseSessionService:
+        service: BaseSessionService
+        if kind == "adk_sqlite":
+            service = SqliteSessionService(str(tmp_path / "adk.db"))
+        else:
+            service = DatabaseSessionService(url)
+        opened.append(service)
+        return service
+
+    if kind in ("adk_sqlite", "db_sqlite"):
+        url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
+
+        async def factory() -> BaseSessionService:
+            return await make(url)
+
+        yield factory
+    else:
+        server = "postgres" if kind == "db_postgres" else "mariadb"
+        async with temporary_database(server) as url:
+
+            async def factory() -> BaseSessionService:
+                return await make(url)
+
+            yield factory
+            for service in opened:
+                await _close(service)
+            opened.clear()
+    for service in opened:
+        await _close(service)
+
+
+async def _close(service: BaseSessionService) -> None:
+    close = getattr(service, "close", None)
+    if close is not None:
+        await close()

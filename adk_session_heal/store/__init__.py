@@ -1,0 +1,1 @@
+"""Storage access: the only modules of the package that talk SQL."""

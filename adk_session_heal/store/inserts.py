@@ -1,0 +1,79 @@
+"""Inserting synthetic event rows, keeping whatever row already holds the key.
+
+Heals have deterministic ids, so two healers racing on one dead call produce
+the same primary key. Each insert here skips a row whose key exists (the other
+healer won) and reports, row by row, whether it wrote it. Nothing here updates
+or deletes a row, and nothing touches ``sessions.update_time``: a heal must not
+bump the session's revision, or a runner in the middle of a turn would fail its
+next append with ``StaleSessionError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aiosqlite
+from sqlalchemy import Insert
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .rows import DATABASE_EVENTS_TABLE, SQLITE_EVENT_COLUMNS
+
+__all__ = ["insert_database_events", "insert_sqlite_events"]
+
+_SQLITE_INSERT = (
+    f"INSERT OR IGNORE INTO events ({', '.join(SQLITE_EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in SQLITE_EVENT_COLUMNS)})"
+)
+
+
+def _insert_ignoring_duplicates(dialect: str) -> Insert:
+    table = DATABASE_EVENTS_TABLE
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect in ("mysql", "mariadb"):
+        return mysql.insert(table).prefix_with("IGNORE")
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise ValueError(f"unsupported SQL dialect {dialect!r}")
+
+
+async def insert_database_events(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+) -> list[bool]:
+    """Inserts ``DatabaseSessionService`` event rows, skipping existing keys.
+
+    Args:
+        conn: A connection inside the caller's transaction.
+        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    statement = _insert_ignoring_duplicates(conn.dialect.name)
+    written: list[bool] = []
+    for row in rows:
+        result = await conn.execute(statement, row)
+        written.append(result.rowcount == 1)
+    return written
+
+
+async def insert_sqlite_events(
+    db: aiosqlite.Connection, rows: Sequence[tuple[Any, ...]]
+) -> list[bool]:
+    """Inserts ``SqliteSessionService`` event rows, skipping existing keys.
+
+    Args:
+        db: An open connection; the caller commits.
+        rows: Rows from :func:`~adk_session_heal.store.rows.sqlite_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    written: list[bool] = []
+    for row in rows:
+        cursor = await db.execute(_SQLITE_INSERT, row)
+        written.append(cursor.rowcount == 1)
+        await cursor.close()
+    return written

@@ -15,11 +15,12 @@ functions, so a row is the same whichever of them wrote it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from google.adk.events.event import Event
 from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
 from google.adk.sessions.schemas.v1 import StorageEvent
+from sqlalchemy import Table
 
 __all__ = [
     "DATABASE_EVENTS_TABLE",
@@ -28,7 +29,7 @@ __all__ = [
     "sqlite_event_row",
 ]
 
-DATABASE_EVENTS_TABLE = StorageEvent.__table__
+DATABASE_EVENTS_TABLE: Table = cast(Table, StorageEvent.__table__)
 """ADK's ``events`` table (schema "1"), with ADK's own column types."""
 
 SQLITE_EVENT_COLUMNS = (

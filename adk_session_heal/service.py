@@ -1,0 +1,302 @@
+"""HealingSessionService: a session service that heals dead tool calls in storage.
+
+It decorates any ADK ``BaseSessionService``. Every method is forwarded to the
+inner service unchanged, and two add healing:
+
+* ``get_session`` classifies the loaded events (pure, no I/O) and, when a call
+  is dead, writes one synthetic response per call event before returning the
+  session with the heals in place. A session with nothing to heal costs no I/O
+  beyond the inner read.
+* ``append_event``, when the event starts a new invocation, first heals the
+  calls the earlier invocations left dead, through the caller's own session
+  object. Storage then reads call, synthetic response, new message, and the
+  request ADK builds in that very turn shows the model its failed tool. Only
+  invocation boundaries pay for a classification; other appends cost one
+  comparison.
+
+What is healed: ``superseded`` calls (a later invocation exists), and
+``stale`` ones when :attr:`HealPolicy.stale_after` is set. Never in-flight,
+long-running, HITL, id-less or rewound calls (see
+:mod:`adk_session_heal.findings`).
+
+Safety: heals for ADK's in-memory, SQLite and database services are written
+without touching the session's revision (see
+:mod:`adk_session_heal.store.writers`), so a runner in the middle of a turn on
+the same session never fails with ``StaleSessionError``. For any other service
+the only write path is ``append_event``, which bumps the revision, so
+``get_session`` heals those only when the session has been quiet for
+:attr:`HealPolicy.quiet_after` seconds. Heals are deduplicated through storage
+(deterministic ids, primary keys), serialised per session within a process,
+and never modify or delete an existing event. A failed heal write is logged
+with its traceback and the session is returned unhealed, unless
+:attr:`HealPolicy.raise_errors` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+from google.adk.events.event import Event
+from google.adk.sessions import BaseSessionService, Session
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+from typing_extensions import Self, override
+
+from .errors import HealWriteError
+from .findings import classify
+from .healing import HealPlan, apply_heals, build_heal_event, plan_heals
+from .observe import report_heal
+from .policy import HealPolicy
+from .records import HealRecord, HealTrigger
+from .store.writers import HealWriter, writer_for
+
+__all__ = ["HealLedger", "HealingSessionService"]
+
+logger = logging.getLogger("adk_session_heal")
+
+
+class HealLedger(Protocol):
+    """Where heals are recorded for audit (see :mod:`adk_session_heal.ledger`)."""
+
+    async def record(self, records: Sequence[HealRecord]) -> None:
+        """Records heals; recording the same heal twice keeps one row."""
+        ...
+
+
+class HealingSessionService(BaseSessionService):
+    """Decorates a session service so that dead tool calls are healed in storage.
+
+    Example::
+
+        from google.adk.sessions import DatabaseSessionService
+        from adk_session_heal import HealingSessionService
+
+        service = HealingSessionService(DatabaseSessionService("sqlite+aiosqlite:///s.db"))
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+
+    Args:
+        inner: The session service to decorate.
+        policy: What to heal and how (default: :class:`HealPolicy`).
+        on_heal: Called once per heal written, with its :class:`HealRecord`
+            (for metrics). Exceptions it raises are logged, never propagated.
+        ledger: Where to record heals for audit, e.g.
+            :class:`adk_session_heal.ledger.SqlHealLedger`. Optional.
+        clock: Returns the current POSIX time (for ages and markers).
+    """
+
+    def __init__(
+        self,
+        inner: BaseSessionService,
+        policy: HealPolicy | None = None,
+        *,
+        on_heal: Callable[[HealRecord], object] | None = None,
+        ledger: HealLedger | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._inner = inner
+        self.policy = policy or HealPolicy()
+        self._on_heal = on_heal
+        self._ledger = ledger
+        self._clock = clock
+        self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @property
+    def inner(self) -> BaseSessionService:
+        """The decorated session service."""
+        return self._inner
+
+    # -- forwarded unchanged ------------------------------------------------
+
+    @override
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Forwards to the inner service."""
+        return await self._inner.create_session(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )
+
+    @override
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """Forwards to the inner service."""
+        return await self._inner.list_sessions(app_name=app_name, user_id=user_id)
+
+    @override
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Forwards to the inner service."""
+        await self._inner.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+    @override
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """Forwards to the inner service."""
+        return await self._inner.get_user_state(app_name=app_name, user_id=user_id)
+
+    @override
+    async def flush(self) -> None:
+        """Forwards to the inner service."""
+        await self._inner.flush()
+
+    async def close(self) -> None:
+        """Closes the inner service, if it has anything to close."""
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        """Enters the async context manager; returns this service."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """Closes the inner service."""
+        await self.close()
+
+    # -- healing --------------------------------------------------------------
+
+    @override
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """Reads the session from the inner service and heals its dead calls."""
+        session = await self._inner.get_session(
+            app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
+        if session is None or not self.policy.heal_on_get:
+            return session
+        await self._heal(session, HealTrigger.GET_SESSION)
+        return session
+
+    @override
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Heals what earlier invocations left dead when ``event`` starts a new one.
+
+        Then appends ``event`` through the inner service.
+        """
+        if (
+            self.policy.heal_on_append
+            and not event.partial
+            and session.events
+            and event.invocation_id
+            and event.invocation_id != session.events[-1].invocation_id
+        ):
+            await self._heal(session, HealTrigger.APPEND, incoming=event)
+        return await self._inner.append_event(session, event)
+
+    def _lock_for(self, session: Session) -> asyncio.Lock:
+        key = (session.app_name, session.user_id, session.id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    async def _heal(
+        self, session: Session, trigger: HealTrigger, *, incoming: Event | None = None
+    ) -> None:
+        """Heals the session's dead calls in storage and in ``session.events``."""
+        now = self._clock()
+        events: Sequence[Event] = session.events
+        if incoming is not None:
+            events = [*session.events, incoming]
+        findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
+        if not findings.needs_healing:
+            return
+        plans = [
+            plan
+            for plan in plan_heals(
+                events,
+                findings,
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+            )
+            if plan.call_event_index < len(session.events)
+        ]
+        if not plans:
+            return
+        writer = writer_for(self._inner)
+        if (
+            writer.bumps_revision
+            and trigger is HealTrigger.GET_SESSION
+            and now - session.events[-1].timestamp < self.policy.quiet_after
+        ):
+            return
+        async with self._lock_for(session):
+            try:
+                await self._write(session, plans, writer, trigger, now)
+            except Exception as exc:
+                if self.policy.raise_errors:
+                    raise HealWriteError(
+                        f"could not heal session {session.id!r}: {exc}"
+                    ) from exc
+                logger.exception(
+                    "adk_session_heal: could not heal session %s; returning it unhealed",
+                    session.id,
+                    extra={
+                        "adk_session_heal": {
+                            "app_name": session.app_name,
+                            "user_id": session.user_id,
+                            "session_id": session.id,
+                            "call_event_ids": [p.call_event_id for p in plans],
+                        }
+                    },
+                )
+
+    async def _write(
+        self,
+        session: Session,
+        plans: Sequence[HealPlan],
+        writer: HealWriter,
+        trigger: HealTrigger,
+        now: float,
+    ) -> None:
+        present = {event.id for event in session.events}
+        plans = [plan for plan in plans if plan.event_id not in present]
+        if not plans:
+            return
+        heal_events = [build_heal_event(plan, self.policy, healed_at=now) for plan in plans]
+        outcome = await writer.write(session, plans, heal_events)
+        if not writer.bumps_revision:
+            session.events[:] = apply_heals(
+                session.events,
+                {plan.insert_at: stored for plan, (stored, _) in zip(plans, outcome, strict=True)},
+            )
+        records = [
+            HealRecord.from_plan(
+                plan,
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+                trigger=trigger,
+                healed_at=now,
+            )
+            for plan, (_, written) in zip(plans, outcome, strict=True)
+            if written
+        ]
+        for record in records:
+            report_heal(record, self._on_heal)
+        if records and self._ledger is not None:
+            await self._ledger.record(records)

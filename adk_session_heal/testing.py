@@ -15,16 +15,22 @@ equal across runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from google.adk.auth.auth_tool import AuthConfig
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
+from pydantic import Field, PrivateAttr
 
-__all__ = ["History"]
+from .pairing import Ref, Step, pair
+
+__all__ = ["History", "ProviderRejected", "ScriptedModel", "unpaired_tool_calls"]
 
 
 class History:
@@ -197,3 +203,112 @@ class History:
                 )
             ),
         )
+
+
+class ProviderRejected(ValueError):
+    """Raised by :class:`ScriptedModel` for a history a provider would reject."""
+
+
+def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
+    """Returns why a strict provider would reject these request contents.
+
+    The rule every provider enforces: each function call is answered in the very
+    next content, and every response answers a call of the content right before
+    it. Pairing is :func:`adk_session_heal.pairing.pair`'s.
+
+    Args:
+        contents: The ``LlmRequest.contents`` of one request.
+
+    Returns:
+        One line per problem; empty when the history is acceptable.
+    """
+    steps: list[Step] = []
+    for content in contents:
+        calls: list[Ref] = []
+        responses: list[Ref] = []
+        for part in content.parts or ():
+            if part.function_call is not None:
+                calls.append((part.function_call.id or None, part.function_call.name or ""))
+            elif part.function_response is not None:
+                response = part.function_response
+                responses.append((response.id or None, response.name or ""))
+        steps.append((calls, responses))
+    pairing = pair(steps)
+    problems = [
+        f"tool call {o.id or o.name} at content {o.step} has no response"
+        for o in pairing.occurrences
+        if not o.responses
+    ]
+    problems += [
+        f"tool call {o.id or o.name} at content {o.step} is answered at {o.responses},"
+        " not only in the next content"
+        for o in pairing.occurrences
+        if o.responses and set(o.responses) != {o.step + 1}
+    ]
+    problems += [
+        f"tool response {r.id or r.name} at content {r.step} answers no call"
+        for r in pairing.orphans
+    ]
+    return problems
+
+
+Reply = LlmResponse | Callable[[LlmRequest], LlmResponse]
+
+
+class ScriptedModel(BaseLlm):
+    """An offline model that replays a script and records every request.
+
+    Each request is checked first: a history a strict provider would reject
+    raises :class:`ProviderRejected` (as OpenAI, Anthropic and Gemini answer
+    with HTTP 400), so a test fails where production would.
+
+    Args:
+        script: The replies, in order: an ``LlmResponse``, or a function of the
+            request returning one. Use :meth:`call` and :meth:`say` to build them.
+        validate: Returns the problems of a request's contents; defaults to
+            :func:`unpaired_tool_calls`.
+    """
+
+    model: str = "scripted-offline-model"
+    script: list[Any] = Field(default_factory=list)
+    validate_contents: Callable[[Sequence[types.Content]], list[str]] = Field(
+        default=unpaired_tool_calls, alias="validate"
+    )
+    _requests: list[LlmRequest] = PrivateAttr(default_factory=list)
+    _position: int = PrivateAttr(default=0)
+
+    @property
+    def requests(self) -> list[LlmRequest]:
+        """Every request received, in order (deep copies)."""
+        return self._requests
+
+    @staticmethod
+    def call(name: str, args: Mapping[str, Any] | None = None,
+             call_id: str | None = None) -> LlmResponse:
+        """Returns a model reply holding one function call."""
+        return LlmResponse(
+            content=types.Content(
+                role="model",
+                parts=[types.Part(function_call=types.FunctionCall(
+                    id=call_id, name=name, args=dict(args or {})))],
+            )
+        )
+
+    @staticmethod
+    def say(text: str) -> LlmResponse:
+        """Returns a model reply holding text."""
+        return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """Records and checks the request, then yields the next scripted reply."""
+        self._requests.append(llm_request.model_copy(deep=True))
+        problems = self.validate_contents(llm_request.contents)
+        if problems:
+            raise ProviderRejected("; ".join(problems))
+        if self._position >= len(self.script):
+            raise AssertionError(f"script exhausted after {self._position} replies")
+        reply = self.script[self._position]
+        self._position += 1
+        yield reply(llm_request) if callable(reply) else reply

@@ -1,0 +1,235 @@
+"""The demo: crash a real ADK run mid-tool, show the dead call, heal it, resume.
+
+Everything is real but the model: an ADK ``Runner`` with an ``LlmAgent`` and a
+``DatabaseSessionService`` on an embedded SQLite file, and a scripted offline
+model (:class:`~adk_session_heal.testing.ScriptedModel`) that rejects any
+history a strict provider would reject.
+
+1. A child process starts a turn; the model calls ``get_weather``; the tool
+   kills its process with ``os._exit`` before it can answer. Storage keeps an
+   unanswered call.
+2. The stored history is shown, classified by the pure core.
+3. A fresh runner over ``HealingSessionService`` takes the user's next message.
+   The dead call is healed in storage before the message is stored, and the
+   model's very next request shows it the failed tool.
+
+Run it with ``adk-session-heal demo`` (or ``python -m adk_session_heal demo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
+from google.genai import types
+from rich.console import Console
+from rich.table import Table
+
+from .findings import CallStatus, classify
+from .service import HealingSessionService
+from .testing import ScriptedModel
+from .views import ADK_EVENTS
+
+__all__ = ["APP_NAME", "USER_ID", "DemoResult", "crash_turn", "resume_turn", "run_demo"]
+
+APP_NAME = "weather_app"
+USER_ID = "demo-user"
+CRASH_ENV = "ADK_SESSION_HEAL_DEMO_CRASH"
+CRASH_EXIT_CODE = 17
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    """Returns the weather for a city (the demo's tool; it can crash its process).
+
+    Args:
+        city: The city.
+
+    Returns:
+        The forecast.
+    """
+    if os.environ.get(CRASH_ENV) == "1":
+        os._exit(CRASH_EXIT_CODE)  # the process dies mid-call: no response is stored
+    return {"city": city, "forecast": "sunny", "celsius": 21}
+
+
+def _after_tool_reply(request: LlmRequest) -> LlmResponse:
+    """The model's reply once it sees the tool's outcome."""
+    for content in reversed(request.contents):
+        for part in content.parts or ():
+            if part.function_response is not None:
+                response = part.function_response.response or {}
+                if "error" in response:
+                    return ScriptedModel.say(
+                        "Sorry, fetching the weather failed. Shall I try again?"
+                    )
+                return ScriptedModel.say(f"It is {response.get('forecast')} there.")
+    return ScriptedModel.say("Hello again!")
+
+
+def build_runner(service: BaseSessionService, model: ScriptedModel) -> Runner:
+    """Returns a runner for the demo's weather agent."""
+    agent = LlmAgent(
+        name="weather_agent",
+        model=model,
+        instruction="Answer weather questions with the get_weather tool.",
+        tools=[get_weather],
+    )
+    return Runner(app_name=APP_NAME, agent=agent, session_service=service)
+
+
+async def _run_turn(runner: Runner, session_id: str, text: str) -> None:
+    message = types.Content(role="user", parts=[types.Part(text=text)])
+    async for _ in runner.run_async(user_id=USER_ID, session_id=session_id, new_message=message):
+        pass
+
+
+async def crash_turn(db_url: str, session_id: str) -> None:
+    """Runs the turn whose tool crashes (call it in a child process with CRASH_ENV=1)."""
+    service = DatabaseSessionService(db_url)
+    model = ScriptedModel(script=[ScriptedModel.call("get_weather", {"city": "Paris"})])
+    await _run_turn(build_runner(service, model), session_id, "What's the weather in Paris?")
+
+
+def spawn_crash(db_url: str, session_id: str) -> int:
+    """Runs :func:`crash_turn` in a child process that dies mid-tool.
+
+    Returns:
+        The child's exit code (``17`` when the tool crashed it, as intended).
+    """
+    env = {**os.environ, CRASH_ENV: "1"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "adk_session_heal.demo", "crash", db_url, session_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return completed.returncode
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the resumed turn produced.
+
+    Attributes:
+        session: The session as stored after the turn.
+        first_request: The model's first request of the resumed turn.
+        heals: The heal records written.
+    """
+
+    session: Session
+    first_request: LlmRequest
+    heals: tuple[Any, ...]
+
+
+async def resume_turn(service: BaseSessionService, session_id: str, text: str) -> DemoResult:
+    """Runs the user's next turn over ``service`` (normally a HealingSessionService)."""
+    heals: list[Any] = []
+    if isinstance(service, HealingSessionService):
+        service = HealingSessionService(
+            service.inner, service.policy, on_heal=heals.append
+        )
+    model = ScriptedModel(script=[_after_tool_reply])
+    await _run_turn(build_runner(service, model), session_id, text)
+    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=session_id)
+    assert session is not None
+    return DemoResult(session=session, first_request=model.requests[0], heals=tuple(heals))
+
+
+def _describe(event: Any) -> str:
+    parts = event.content.parts if event.content else []
+    shown = []
+    for part in parts or ():
+        if part.text:
+            shown.append(repr(part.text))
+        elif part.function_call is not None:
+            shown.append(f"function_call {part.function_call.name}({part.function_call.id})")
+        elif part.function_response is not None:
+            response = json.dumps(part.function_response.response)
+            shown.append(f"function_response {part.function_response.name} {response}")
+    return "; ".join(shown) or "(no content)"
+
+
+def history_table(title: str, events: Sequence[Any]) -> Table:
+    """Renders a session's events, one row each, with each call's status."""
+    findings = classify(events, ADK_EVENTS, now=time.time())
+    status_by_event: dict[int, str] = {}
+    for finding in findings.calls:
+        status_by_event[finding.event_index] = finding.status.value
+    table = Table(title=title, show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("author")
+    table.add_column("invocation")
+    table.add_column("content")
+    table.add_column("call status")
+    for index, event in enumerate(events):
+        synthetic = " (synthetic)" if (event.custom_metadata or {}).get("adk_session_heal") else ""
+        table.add_row(
+            str(index + 1),
+            event.author + synthetic,
+            event.invocation_id[-8:],
+            _describe(event),
+            status_by_event.get(index, ""),
+        )
+    return table
+
+
+async def run_demo(console: Console | None = None, workdir: Path | None = None) -> int:
+    """Runs the whole demo and prints it. Returns a process exit code (0 = success)."""
+    console = console or Console()
+    directory = workdir or Path(tempfile.mkdtemp(prefix="adk-session-heal-demo-"))
+    db_url = f"sqlite+aiosqlite:///{directory / 'sessions.db'}"
+    bare = DatabaseSessionService(db_url)
+    try:
+        session = await bare.create_session(app_name=APP_NAME, user_id=USER_ID)
+        console.print(f"[bold]1. A real ADK run whose tool crashes its process[/] ({db_url})")
+        code = spawn_crash(db_url, session.id)
+        console.print(f"   child process exited with code {code} in the middle of get_weather")
+        stored = await bare.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=session.id)
+        assert stored is not None
+        console.print(history_table("2. Stored history after the crash", stored.events))
+        console.print("[bold]3. The user comes back; the runner uses HealingSessionService[/]")
+        result = await resume_turn(HealingSessionService(bare), session.id, "hello?")
+        console.print(history_table("Stored history after the next turn", result.session.events))
+        seen = [
+            part.function_response.response
+            for content in result.first_request.contents
+            for part in content.parts or ()
+            if part.function_response is not None
+        ]
+        console.print(f"   the model's next request held the tool outcome: {seen}")
+        dead = [
+            c for c in classify(result.session.events, now=time.time()).calls
+            if c.status in (CallStatus.SUPERSEDED, CallStatus.STALE)
+        ]
+        ok = code == CRASH_EXIT_CODE and bool(result.heals) and not dead and bool(seen)
+        console.print("[green]healed[/]" if ok else "[red]demo did not heal as expected[/]")
+        return 0 if ok else 1
+    finally:
+        await bare.close()
+
+
+def _main(argv: Sequence[str]) -> int:
+    if len(argv) == 3 and argv[0] == "crash":
+        asyncio.run(crash_turn(argv[1], argv[2]))
+        return 0
+    return asyncio.run(run_demo())
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

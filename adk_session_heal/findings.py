@@ -262,12 +262,14 @@ def _live_mask(
 
 
 def _supersession_boundary(
-    events: Sequence[E], access: EventAccess[E], live: list[bool] | None
+    events: Sequence[E], access: EventAccess[E]
 ) -> tuple[str | None, int, int]:
     """Finds the newest invocation and where its uninterrupted tail starts.
 
     Events that do not speak for an invocation (partial, compaction summaries,
-    events without an invocation id, annulled ones) are not counted.
+    events without an invocation id) are not counted. Events a rewind annulled
+    still count: they prove that another invocation ran after a call, and the
+    rewind event itself belongs to a new invocation.
 
     Returns:
         ``(newest, tail_start, last)``: ``newest`` is the invocation of the last
@@ -282,8 +284,6 @@ def _supersession_boundary(
     last = -1
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
-        if live is not None and not live[index]:
-            continue
         if access.is_partial(event) or access.is_compaction(event):
             continue
         invocation = access.invocation_id(event)
@@ -391,7 +391,7 @@ def _call_findings(
             if step is not EMPTY_STEP:
                 long_running.update(access.long_running_ids(events[index]))
                 awaiting.update(access.pending_ids(events[index]))
-        newest, tail_start, last_counted = _supersession_boundary(events, access, live)
+        newest, tail_start, last_counted = _supersession_boundary(events, access)
 
     calls: list[CallFinding] = []
     for occurrence in occurrences:
@@ -442,9 +442,6 @@ def _call_findings(
         calls.extend(_rewound_calls(events, access, live))
         calls.sort(key=lambda c: c.event_index)
 
-    if live is not None:
-        calls.extend(_rewound_calls(events, access, live))
-        calls.sort(key=lambda c: c.event_index)
     return calls
 
 

@@ -1,0 +1,164 @@
+"""Tests for adk_session_heal.healing: planning heals and the synthetic events."""
+
+from __future__ import annotations
+
+import copy
+
+from histories import OPS, build
+from hypothesis import given, settings
+
+from adk_session_heal.findings import CallStatus, classify
+from adk_session_heal.healing import (
+    HEAL_ID_SUFFIX,
+    apply_heals,
+    build_heal_event,
+    heal_event_id,
+    plan_heals,
+)
+from adk_session_heal.policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
+from adk_session_heal.testing import History
+from adk_session_heal.views import HEAL_METADATA_KEY
+
+NOW = 1_700_010_000.0
+KEY = {"app_name": "app", "user_id": "u", "session_id": "s"}
+
+
+def heal(events: list, policy: HealPolicy | None = None, stale_after: float | None = None) -> list:
+    findings = classify(events, now=NOW, stale_after=stale_after)
+    plans = plan_heals(events, findings, **KEY)
+    built = {p.insert_at: build_heal_event(p, policy or HealPolicy(), healed_at=NOW) for p in plans}
+    return apply_heals(events, built)
+
+
+def crashed_parallel() -> History:
+    h = History(agent="planner")
+    h.user("plan my trip")
+    h.calls(("flights", {"to": "Rome"}), ("hotels", {"city": "Rome"}), branch="root.planner")
+    h.user("hello?")
+    return h
+
+
+def test_one_heal_per_call_event_covers_all_its_dead_calls() -> None:
+    """Parallel dead calls of one event get one synthetic event with one part each."""
+    h = crashed_parallel()
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    event = build_heal_event(plan, HealPolicy(), healed_at=NOW)
+    responses = event.get_function_responses()
+    assert [(r.id, r.name, r.response) for r in responses] == [
+        ("call-1", "flights", dict(DEFAULT_PAYLOAD)),
+        ("call-2", "hotels", dict(DEFAULT_PAYLOAD)),
+    ]
+    assert DEFAULT_PAYLOAD == {"error": "Tool execution was interrupted."}
+
+
+def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None:
+    """The heal carries the call event's author, branch and invocation, and the marker."""
+    h = crashed_parallel()
+    call_event = h.events[1]
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    event = build_heal_event(plan, HealPolicy(), healed_at=NOW)
+    assert (event.author, event.branch, event.invocation_id) == (
+        "planner", "root.planner", call_event.invocation_id)
+    assert event.content is not None and event.content.role == "user"
+    assert event.custom_metadata == {
+        HEAL_METADATA_KEY: {
+            "synthetic": True,
+            "version": 1,
+            "reason": "superseded",
+            "healed_at": NOW,
+            "call_event_id": call_event.id,
+            "call_ids": ["call-1", "call-2"],
+            "tool_names": ["flights", "hotels"],
+        }
+    }
+
+
+def test_id_is_deterministic_and_placement_is_right_after_the_call() -> None:
+    """Two planners agree on the id; the timestamp sits between the call and the next event."""
+    h = crashed_parallel()
+    first = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    second = plan_heals(list(h.events), classify(h.events, now=NOW + 50), **KEY)
+    assert first == second
+    (plan,) = first
+    assert plan.event_id == f"{h.events[1].id}{HEAL_ID_SUFFIX}"
+    assert h.events[1].timestamp < plan.timestamp < h.events[2].timestamp
+    assert plan.insert_at == 2
+
+
+def test_placement_when_next_event_is_within_a_microsecond() -> None:
+    """With no representable gap the heal takes the call's timestamp; its id sorts after it."""
+    h = History(step=0.0000005)
+    h.user("q")
+    h.call("f")
+    h.user("next")
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    assert round(plan.timestamp * 1e6) == round(h.events[1].timestamp * 1e6)
+    assert plan.event_id > h.events[1].id
+
+
+def test_long_call_event_id_falls_back_to_uuid5() -> None:
+    """An id too long for ADK's 128-character column becomes a UUID5 of session and event."""
+    long_id = "x" * 126
+    fallback = heal_event_id("app", "u", "s", long_id)
+    assert len(fallback) == 36 and fallback == heal_event_id("app", "u", "s", long_id)
+    assert fallback != heal_event_id("app", "u", "other", long_id)
+
+
+def test_payload_can_depend_on_the_call() -> None:
+    """A callable payload gives each dead call its own response."""
+    policy = HealPolicy(payload=lambda call: {"error": f"{call.name} died ({call.reason})"})
+    assert policy.payload_for(DeadCall("c", "flights", "superseded")) == {
+        "error": "flights died (superseded)"
+    }
+
+
+def test_existing_heal_of_the_same_call_event_gets_a_new_id() -> None:
+    """If a heal of a call event is already stored, a further heal does not reuse its id."""
+    h = History()
+    h.user("q")
+    h.calls("f", "g")
+    h.user("next")
+    events = h.events
+    (plan,) = plan_heals(events, classify(events, now=NOW), **KEY)
+    decoy = events[0].model_copy(update={"id": plan.event_id})
+    events = [decoy, *events[1:]]
+    (again,) = plan_heals(events, classify(events, now=NOW), **KEY)
+    assert again.event_id == f"{plan.event_id}-2"
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_heal_is_idempotent_and_leaves_no_dead_call(ops: list) -> None:
+    """Healing a healed history changes nothing, and no dead call remains."""
+    events = build(ops).events
+    once = heal(events)
+    assert not classify(once, now=NOW).needs_healing
+    assert heal(once) == once
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_originals_are_untouched_and_in_order(ops: list) -> None:
+    """Heals only insert: every original event stays, byte-identical, in its order."""
+    events = build(ops).events
+    before = [e.model_dump_json() for e in events]
+    snapshot = copy.deepcopy(events)
+    healed = heal(events)
+    assert [e.model_dump_json() for e in events] == before
+    assert events == snapshot
+    kept = [e.model_dump_json() for e in healed if not (e.custom_metadata or {}).get(
+        HEAL_METADATA_KEY)]
+    assert kept == before
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_never_heals_in_flight_pending_or_idless(ops: list) -> None:
+    """Only superseded calls are healed by default: never in-flight, pending or id-less."""
+    events = build(ops).events
+    findings = classify(events, now=NOW)
+    plans = plan_heals(events, findings, **KEY)
+    healed_ids = {(p.call_event_index, c.call_id) for p in plans for c in p.calls}
+    for finding in findings.calls:
+        key = (finding.event_index, finding.call_id)
+        assert (key in healed_ids) == (finding.status is CallStatus.SUPERSEDED)

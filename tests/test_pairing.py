@@ -1,0 +1,61 @@
+"""Tests for adk_session_heal.pairing: ADK's call/response attribution rule."""
+
+from __future__ import annotations
+
+from adk_session_heal.pairing import EMPTY_STEP, OrphanedResponse, pair
+
+
+def test_response_answers_the_call_before_it() -> None:
+    """A response is attributed to the preceding call with the same id."""
+    result = pair([([("a", "f")], ()), ((), [("a", "f")])])
+    assert [(o.step, o.id, o.responses) for o in result.occurrences] == [(0, "a", [1])]
+    assert result.orphans == ()
+
+
+def test_reused_id_response_goes_to_newest_preceding_call() -> None:
+    """With a reused id, each response belongs to the newest call before it."""
+    steps = [
+        ([("a", "f")], ()),
+        ((), [("a", "f")]),
+        ([("a", "f")], ()),
+    ]
+    result = pair(steps)
+    assert [o.responses for o in result.occurrences] == [[1], []]
+    assert [o.step for o in result.unanswered] == [2]
+
+
+def test_response_before_any_call_is_orphaned() -> None:
+    """A response with no earlier call of its id is an orphan, even if a call follows."""
+    result = pair([((), [("a", "f")]), ([("a", "f")], ())])
+    assert result.orphans == (OrphanedResponse(0, "a", "f"),)
+    assert result.occurrences[0].responses == []
+
+
+def test_step_never_answers_its_own_calls() -> None:
+    """Within one step, responses are applied before calls."""
+    result = pair([([("a", "f")], [("a", "f")])])
+    assert result.orphans == (OrphanedResponse(0, "a", "f"),)
+    assert result.occurrences[0].responses == []
+
+
+def test_idless_response_pairs_by_name_with_idless_call() -> None:
+    """An id-less response pairs with the newest preceding id-less call of its name."""
+    steps = [([(None, "f"), (None, "g")], ()), ((), [(None, "g")]), ((), [(None, "h")])]
+    result = pair(steps)
+    assert [(o.name, o.responses) for o in result.occurrences] == [("f", []), ("g", [1])]
+    assert result.orphans == (OrphanedResponse(2, None, "h"),)
+
+
+def test_parallel_calls_and_progress_updates() -> None:
+    """Parallel calls pair independently; repeated responses all attach to their call."""
+    steps = [
+        ([("a", "f"), ("b", "g")], ()),
+        EMPTY_STEP,
+        ((), [("b", "g")]),
+        ((), [("a", "f"), ("b", "g")]),
+    ]
+    result = pair(steps)
+    assert [(o.id, o.position, o.responses) for o in result.occurrences] == [
+        ("a", 0, [3]),
+        ("b", 1, [2, 3]),
+    ]

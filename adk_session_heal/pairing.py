@@ -13,6 +13,11 @@ attributes every response to a call occurrence, following ADK 2.13
   never answers its own calls.
 * A response with no id belongs to the newest preceding id-less call of the same
   name (ADK keeps such a response when an id-less call of that name was seen).
+  With ``idless="positional"``, id-less responses are instead dealt out in
+  order to the id-less calls of that name in the newest step holding such
+  calls (the first response to the first call, and so on), as Gemini and
+  Anthropic's id sanitiser pair parallel calls of one tool; a response left
+  over when all of them are answered goes to the newest one.
 * A response with no preceding call to belong to is *orphaned* (ADK drops it from
   the request).
 
@@ -26,11 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 __all__ = [
     "EMPTY_STEP",
     "CallOccurrence",
+    "IdlessRule",
     "OrphanedResponse",
     "Pairing",
     "Ref",
@@ -110,12 +116,23 @@ class Pairing:
         return tuple(o for o in self.occurrences if not o.responses)
 
 
-def pair(steps: Iterable[Step]) -> Pairing:
+IdlessRule = Literal["newest", "positional"]
+"""How id-less responses are attributed: see :func:`pair`."""
+
+
+def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
     """Attributes every response of a history to a call occurrence.
 
     Args:
         steps: The history, oldest first. Steps with neither calls nor responses
             may be passed as :data:`EMPTY_STEP`; they cost one comparison.
+        idless: ``"newest"`` (the default, ADK's rule): an id-less response
+            belongs to the newest preceding id-less call of its name.
+            ``"positional"``: id-less responses are dealt out in order to the
+            id-less calls of their name in the newest step holding such calls,
+            so parallel id-less calls of one tool each get their own response
+            (how providers without ids pair them); surplus responses go to the
+            newest of those calls.
 
     Returns:
         The occurrences (each with the steps of its responses) and the orphaned
@@ -123,17 +140,21 @@ def pair(steps: Iterable[Step]) -> Pairing:
     """
     newest_by_id: dict[str, CallOccurrence] = {}
     newest_idless_by_name: dict[str, CallOccurrence] = {}
+    idless_queues: dict[str, _IdlessQueue] = {}
+    positional = idless == "positional"
     occurrences: list[CallOccurrence] = []
     orphans: list[OrphanedResponse] = []
     for index, (calls, responses) in enumerate(steps):
         if not calls and not responses:
             continue
         for response_id, response_name in responses:
-            owner = (
-                newest_by_id.get(response_id)
-                if response_id
-                else newest_idless_by_name.get(response_name)
-            )
+            owner: CallOccurrence | None
+            if response_id:
+                owner = newest_by_id.get(response_id)
+            elif positional:
+                owner = _deal(idless_queues.get(response_name))
+            else:
+                owner = newest_idless_by_name.get(response_name)
             if owner is None:
                 orphans.append(OrphanedResponse(index, response_id, response_name))
             else:
@@ -143,6 +164,31 @@ def pair(steps: Iterable[Step]) -> Pairing:
             occurrences.append(occurrence)
             if call_id:
                 newest_by_id[call_id] = occurrence
+            elif positional:
+                queue = idless_queues.get(call_name)
+                if queue is None or queue.step != index:
+                    idless_queues[call_name] = _IdlessQueue(index, [occurrence])
+                else:
+                    queue.members.append(occurrence)
             else:
                 newest_idless_by_name[call_name] = occurrence
     return Pairing(tuple(occurrences), tuple(orphans))
+
+
+@dataclass(slots=True)
+class _IdlessQueue:
+    """The id-less calls of one name in the newest step holding such calls."""
+
+    step: int
+    members: list[CallOccurrence]
+    cursor: int = 0
+
+
+def _deal(queue: _IdlessQueue | None) -> CallOccurrence | None:
+    """Returns the next unanswered member of a queue (its last once all are)."""
+    if queue is None:
+        return None
+    if queue.cursor < len(queue.members):
+        queue.cursor += 1
+        return queue.members[queue.cursor - 1]
+    return queue.members[-1]

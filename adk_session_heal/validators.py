@@ -1,0 +1,475 @@
+"""Strict offline validators: would a provider reject this history, and why?
+
+One validator per request format, each returning every :class:`Problem` it
+finds, in history order, with the text the provider puts in its HTTP 400:
+
+* :func:`validate_openai_chat`: Chat Completions ``messages`` (assistant
+  ``tool_calls`` and ``tool`` messages).
+* :func:`validate_openai_responses`: Responses API ``input`` items
+  (``function_call`` / ``function_call_output``).
+* :func:`validate_anthropic`: Messages API ``messages`` (``tool_use`` /
+  ``tool_result`` blocks). Consecutive turns of one role are merged first, as
+  the API does.
+* :func:`validate_gemini`: ``contents`` (``google.genai.types.Content`` objects
+  or their dicts, snake or camel case).
+
+Calls and results are attributed with :func:`~adk_session_heal.pairing.pair`
+(id-less ones positionally, as Gemini does); no validator pairs on its own.
+The checks are deliberately at least as strict as the providers: where a rule
+is ours rather than documented provider behaviour (duplicate OpenAI results, a
+Gemini history ending on an unanswered call turn), the problem says so with
+``strict_only=True``.
+
+:func:`provider_problems` converts a session (events, stored event JSON or ADK
+contents) with :mod:`adk_session_heal.formats` and validates it in one call.
+The module is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from google.genai import types
+
+from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
+
+__all__ = [
+    "PROVIDERS",
+    "Problem",
+    "Provider",
+    "gemini_steps",
+    "provider_problems",
+    "validate",
+    "validate_anthropic",
+    "validate_gemini",
+    "validate_openai_chat",
+    "validate_openai_responses",
+]
+
+Provider = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+"""A request format a validator exists for."""
+
+PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic", "gemini")
+"""Every provider format, in a stable order."""
+
+ProblemCode = Literal[
+    "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch"
+]
+
+OPENAI_UNANSWERED = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding "
+    "to each 'tool_call_id'. The following tool_call_ids did not have response messages: {ids}"
+)
+OPENAI_ORPHANED = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+    "message with 'tool_calls'."
+)
+RESPONSES_UNANSWERED = "No tool output found for function call {id}."
+RESPONSES_ORPHANED = "No tool call found for function call output with call_id {id}."
+ANTHROPIC_UNANSWERED = (
+    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
+    "after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in "
+    "the next message."
+)
+ANTHROPIC_ORPHANED = (
+    "messages.{index}.content.{block}: unexpected `tool_use_id` found in `tool_result` "
+    "blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in "
+    "the previous message."
+)
+ANTHROPIC_DUPLICATE = (
+    "messages.{index}.content.{block}: each tool_use must have a single result. Found "
+    "multiple `tool_result` blocks with id: {id}"
+)
+GEMINI_CALL_ORDER = (
+    "Please ensure that function call turn comes immediately after a user turn or after a "
+    "function response turn."
+)
+GEMINI_RESPONSE_ORDER = (
+    "Please ensure that function response turn comes immediately after a function call turn."
+)
+GEMINI_COUNT = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a provider would reject a history.
+
+    Attributes:
+        provider: The format checked.
+        code: What is wrong: ``unanswered_call``, ``orphaned_result``,
+            ``duplicate_result``, ``turn_order`` or ``count_mismatch``.
+        index: Position of the offending message, item or content in the list
+            that was checked.
+        message: The provider's own error text (formatted as it would send it).
+        ids: The call ids involved (``""`` for an id-less call).
+        strict_only: ``True`` when this validator is stricter than the
+            provider's documented behaviour on this point.
+    """
+
+    provider: Provider
+    code: ProblemCode
+    index: int
+    message: str
+    ids: tuple[str, ...] = ()
+    strict_only: bool = False
+
+
+def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
+    value = data.get(snake)
+    return data.get(camel) if value is None else value
+
+
+# -- OpenAI Chat Completions ---------------------------------------------------
+
+
+def _openai_chat_steps(messages: Sequence[Mapping[str, Any]]) -> list[Step]:
+    steps: list[Step] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            calls: list[Ref] = []
+            for call in message["tool_calls"]:
+                function = call.get("function") or {}
+                calls.append((call.get("id") or None, function.get("name") or ""))
+            steps.append((calls, ()))
+        elif role == "tool":
+            steps.append(((), [(message.get("tool_call_id") or None, message.get("name") or "")]))
+        else:
+            steps.append(EMPTY_STEP)
+    return steps
+
+
+def _tool_block_ends(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """For each index, the end (exclusive) of the run of tool messages after it."""
+    ends = [0] * len(messages)
+    end = len(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        ends[index] = end
+        if messages[index].get("role") != "tool":
+            end = index
+    return ends
+
+
+def validate_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Checks a Chat Completions ``messages`` list.
+
+    Every ``tool_calls`` id of an assistant message must be answered by one of
+    the ``tool`` messages directly after it, and every ``tool`` message must
+    answer a call of the assistant message right before its run of tool
+    messages.
+
+    Args:
+        messages: The messages, as plain dicts.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    pairing = pair(_openai_chat_steps(messages), idless="positional")
+    ends = _tool_block_ends(messages)
+    problems: list[Problem] = []
+    unanswered: dict[int, list[str]] = {}
+    misplaced: set[int] = {o.step for o in pairing.orphans}
+    duplicates: dict[int, str] = {}
+    for occurrence in pairing.occurrences:
+        step = occurrence.step
+        in_block = [r for r in occurrence.responses if step < r < ends[step]]
+        misplaced.update(r for r in occurrence.responses if not step < r < ends[step])
+        if not in_block:
+            unanswered.setdefault(step, []).append(occurrence.id or "")
+        for extra in in_block[1:]:
+            duplicates[extra] = occurrence.id or ""
+    for step, ids in unanswered.items():
+        problems.append(Problem("openai_chat", "unanswered_call", step,
+                                OPENAI_UNANSWERED.format(ids=", ".join(ids)), tuple(ids)))
+    for step in misplaced:
+        call_id = messages[step].get("tool_call_id") or ""
+        problems.append(Problem("openai_chat", "orphaned_result", step, OPENAI_ORPHANED,
+                                (call_id,)))
+    for step, call_id in duplicates.items():
+        problems.append(Problem(
+            "openai_chat", "duplicate_result", step,
+            f"Duplicate tool message for tool_call_id {call_id!r}.", (call_id,),
+            strict_only=True))
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
+# -- OpenAI Responses ------------------------------------------------------------
+
+
+def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Checks a Responses API ``input`` list.
+
+    Every ``function_call`` item needs a later ``function_call_output`` with its
+    ``call_id``, and every output a call before it.
+
+    Args:
+        items: The input items, as plain dicts.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    steps: list[Step] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            steps.append(([(item.get("call_id") or None, item.get("name") or "")], ()))
+        elif kind == "function_call_output":
+            steps.append(((), [(item.get("call_id") or None, "")]))
+        else:
+            steps.append(EMPTY_STEP)
+    pairing = pair(steps, idless="positional")
+    problems: list[Problem] = []
+    for occurrence in pairing.occurrences:
+        call_id = occurrence.id or ""
+        if not occurrence.responses:
+            problems.append(Problem("openai_responses", "unanswered_call", occurrence.step,
+                                    RESPONSES_UNANSWERED.format(id=call_id), (call_id,)))
+        for extra in occurrence.responses[1:]:
+            problems.append(Problem(
+                "openai_responses", "duplicate_result", extra,
+                f"Duplicate function_call_output for call_id {call_id!r}.", (call_id,),
+                strict_only=True))
+    for orphan in pairing.orphans:
+        call_id = orphan.id or ""
+        problems.append(Problem("openai_responses", "orphaned_result", orphan.step,
+                                RESPONSES_ORPHANED.format(id=call_id), (call_id,)))
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
+# -- Anthropic Messages ----------------------------------------------------------
+
+
+def _blocks(message: Mapping[str, Any]) -> Sequence[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else ()
+
+
+def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Checks a Messages API ``messages`` list.
+
+    Consecutive messages of one role are merged into one turn first, as the API
+    does. Each ``tool_use`` needs exactly one ``tool_result`` in the very next
+    turn, and each ``tool_result`` must answer a ``tool_use`` of the turn right
+    before it. Indices in the texts are those of the messages as given.
+
+    Args:
+        messages: The messages, as plain dicts.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    # Merge consecutive same-role messages into turns, remembering where each
+    # block came from.
+    turn_first: list[int] = []
+    turn_blocks: list[list[tuple[int, int, Mapping[str, Any]]]] = []
+    previous_role: object = object()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role != previous_role:
+            turn_first.append(index)
+            turn_blocks.append([])
+            previous_role = role
+        for position, block in enumerate(_blocks(message)):
+            if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
+                turn_blocks[-1].append((index, position, block))
+    steps: list[Step] = []
+    for blocks in turn_blocks:
+        calls = [(b.get("id") or None, b.get("name") or "") for _, _, b in blocks
+                 if b.get("type") == "tool_use"]
+        results = [(b.get("tool_use_id") or None, "") for _, _, b in blocks
+                   if b.get("type") == "tool_result"]
+        steps.append((calls, results) if calls or results else EMPTY_STEP)
+    pairing = pair(steps, idless="positional")
+
+    problems: list[Problem] = []
+    bad_results: dict[int, list[str]] = {}  # turn -> result ids not answering turn - 1
+    duplicate_results: dict[int, list[str]] = {}
+    unanswered: dict[int, list[str]] = {}
+    for occurrence in pairing.occurrences:
+        call_id = occurrence.id or ""
+        adjacent = [r for r in occurrence.responses if r == occurrence.step + 1]
+        for r in occurrence.responses:
+            if r != occurrence.step + 1:
+                bad_results.setdefault(r, []).append(call_id)
+        if not adjacent:
+            unanswered.setdefault(occurrence.step, []).append(call_id)
+        if len(adjacent) > 1:
+            duplicate_results.setdefault(adjacent[0], []).append(call_id)
+    for orphan in pairing.orphans:
+        bad_results.setdefault(orphan.step, []).append(orphan.id or "")
+    for turn, ids in unanswered.items():
+        problems.append(Problem("anthropic", "unanswered_call", turn_first[turn],
+                                ANTHROPIC_UNANSWERED.format(index=turn_first[turn],
+                                                            ids=", ".join(ids)), tuple(ids)))
+    for turn, ids in bad_results.items():
+        for call_id in ids:
+            index, block = _result_block(turn_blocks[turn], call_id, 0)
+            problems.append(Problem("anthropic", "orphaned_result", index,
+                                    ANTHROPIC_ORPHANED.format(index=index, block=block,
+                                                              id=call_id), (call_id,)))
+    for turn, ids in duplicate_results.items():
+        for call_id in ids:
+            index, block = _result_block(turn_blocks[turn], call_id, 1)
+            problems.append(Problem("anthropic", "duplicate_result", index,
+                                    ANTHROPIC_DUPLICATE.format(index=index, block=block,
+                                                               id=call_id), (call_id,)))
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
+def _result_block(
+    blocks: Sequence[tuple[int, int, Mapping[str, Any]]], call_id: str, skip: int
+) -> tuple[int, int]:
+    """Finds the (message index, block index) of a result, skipping ``skip`` matches."""
+    fallback = (blocks[0][0], blocks[0][1]) if blocks else (0, 0)
+    for index, position, block in blocks:
+        if block.get("type") == "tool_result" and (block.get("tool_use_id") or "") == call_id:
+            if skip == 0:
+                return index, position
+            skip -= 1
+    return fallback
+
+
+# -- Gemini ----------------------------------------------------------------------
+
+GeminiContent = types.Content | Mapping[str, Any]
+
+
+def gemini_steps(contents: Sequence[GeminiContent]) -> tuple[list[Step], list[str]]:
+    """Returns the pairing steps and the roles of Gemini contents.
+
+    Args:
+        contents: ``types.Content`` objects or their dicts (snake or camel case).
+
+    Returns:
+        ``(steps, roles)``, one entry per content.
+    """
+    steps: list[Step] = []
+    roles: list[str] = []
+    for content in contents:
+        calls: list[Ref] = []
+        responses: list[Ref] = []
+        if isinstance(content, types.Content):
+            roles.append(content.role or "")
+            for part in content.parts or ():
+                call = part.function_call
+                if call is not None:
+                    calls.append((call.id or None, call.name or ""))
+                elif part.function_response is not None:
+                    response = part.function_response
+                    responses.append((response.id or None, response.name or ""))
+        else:
+            roles.append(content.get("role") or "")
+            for part in content.get("parts") or ():
+                call = _get(part, "function_call", "functionCall")
+                if call is not None:
+                    calls.append((call.get("id") or None, call.get("name") or ""))
+                    continue
+                response = _get(part, "function_response", "functionResponse")
+                if response is not None:
+                    responses.append((response.get("id") or None, response.get("name") or ""))
+        steps.append((calls, responses) if calls or responses else EMPTY_STEP)
+    return steps, roles
+
+
+def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
+    """Checks Gemini ``contents``.
+
+    A function-call turn must come right after a user turn or a function
+    response turn; the turn right after it must hold exactly one response per
+    call (and nothing but responses to it); a function-response turn must come
+    right after the call turn it answers.
+
+    Args:
+        contents: ``types.Content`` objects or their dicts.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    steps, roles = gemini_steps(contents)
+    return _gemini_problems(steps, roles, pair(steps, idless="positional"))
+
+
+def _gemini_problems(steps: Sequence[Step], roles: Sequence[str], pairing: Pairing
+                     ) -> list[Problem]:
+    problems: list[Problem] = []
+    answered_here: dict[int, int] = {}  # call step -> responses found in the next step
+    call_count: dict[int, int] = {}
+    ids_by_step: dict[int, list[str]] = {}
+    misplaced: set[int] = {o.step for o in pairing.orphans}
+    for occurrence in pairing.occurrences:
+        step = occurrence.step
+        call_count[step] = call_count.get(step, 0) + 1
+        ids_by_step.setdefault(step, []).append(occurrence.id or "")
+        for r in occurrence.responses:
+            if r == step + 1:
+                answered_here[step] = answered_here.get(step, 0) + 1
+            else:
+                misplaced.add(r)
+    last = len(steps) - 1
+    for step, count in call_count.items():
+        if step == 0 or roles[step - 1] != "user":
+            problems.append(Problem("gemini", "turn_order", step, GEMINI_CALL_ORDER,
+                                    tuple(ids_by_step[step])))
+        responses_next = len(steps[step + 1][1]) if step < last else 0
+        if answered_here.get(step, 0) != count or responses_next != count:
+            problems.append(Problem(
+                "gemini", "count_mismatch" if step < last else "unanswered_call", step,
+                GEMINI_COUNT, tuple(ids_by_step[step]), strict_only=step == last))
+    for step in misplaced:
+        problems.append(Problem("gemini", "orphaned_result", step, GEMINI_RESPONSE_ORDER,
+                                tuple(r[0] or "" for r in steps[step][1])))
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
+# -- one entry point ---------------------------------------------------------------
+
+
+def validate(messages: Sequence[Any], provider: Provider) -> list[Problem]:
+    """Runs the validator of one provider on a request already in its format.
+
+    Args:
+        messages: The provider-format list (messages, items or contents).
+        provider: Which format it is.
+
+    Returns:
+        The problems, ordered by index.
+
+    Raises:
+        ValueError: For an unknown provider.
+    """
+    if provider == "openai_chat":
+        return validate_openai_chat(messages)
+    if provider == "openai_responses":
+        return validate_openai_responses(messages)
+    if provider == "anthropic":
+        return validate_anthropic(messages)
+    if provider == "gemini":
+        return validate_gemini(messages)
+    raise ValueError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+
+
+def provider_problems(history: Sequence[Any], provider: Provider) -> list[Problem]:
+    """Would ``provider`` reject this session or request, and why?
+
+    Args:
+        history: ADK ``Event`` objects, stored event JSON dicts (as in ADK's
+            ``event_data`` column), or ``types.Content`` objects (an
+            ``LlmRequest``'s contents), oldest first.
+        provider: The format to convert to and check.
+
+    Returns:
+        The problems of the converted history; indices refer to the converted
+        list (see :mod:`adk_session_heal.formats`).
+    """
+    from .formats import convert
+
+    return validate(convert(history, provider), provider)

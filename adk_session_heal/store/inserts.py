@@ -14,13 +14,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import Insert
+from sqlalchemy import Insert, Table
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .ledger_table import LEDGER_TABLE
 from .rows import DATABASE_EVENTS_TABLE, SQLITE_EVENT_COLUMNS
 
-__all__ = ["insert_database_events", "insert_sqlite_events"]
+__all__ = [
+    "insert_database_events",
+    "insert_ignoring_duplicates",
+    "insert_ledger_rows",
+    "insert_sqlite_events",
+    "insert_sqlite_ledger_rows",
+]
 
 _SQLITE_INSERT = (
     f"INSERT OR IGNORE INTO events ({', '.join(SQLITE_EVENT_COLUMNS)}) "
@@ -28,8 +35,23 @@ _SQLITE_INSERT = (
 )
 
 
-def _insert_ignoring_duplicates(dialect: str) -> Insert:
-    table = DATABASE_EVENTS_TABLE
+_LEDGER_COLUMNS = tuple(c.name for c in LEDGER_TABLE.columns if c.name != "id")
+_SQLITE_LEDGER_INSERT = (
+    f"INSERT OR IGNORE INTO {LEDGER_TABLE.name} ({', '.join(_LEDGER_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _LEDGER_COLUMNS)})"
+)
+
+
+def insert_ignoring_duplicates(dialect: str, table: Table = DATABASE_EVENTS_TABLE) -> Insert:
+    """Returns an ``INSERT`` into ``table`` that skips rows whose key exists.
+
+    Args:
+        dialect: The SQLAlchemy dialect name of the connection.
+        table: The table (ADK's ``events`` by default).
+
+    Raises:
+        ValueError: The dialect is not SQLite, PostgreSQL, MySQL or MariaDB.
+    """
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     if dialect in ("mysql", "mariadb"):
@@ -51,7 +73,7 @@ async def insert_database_events(
     Returns:
         For each row, whether this call wrote it.
     """
-    statement = _insert_ignoring_duplicates(conn.dialect.name)
+    statement = insert_ignoring_duplicates(conn.dialect.name)
     written: list[bool] = []
     for row in rows:
         result = await conn.execute(statement, row)
@@ -77,3 +99,28 @@ async def insert_sqlite_events(
         written.append(cursor.rowcount == 1)
         await cursor.close()
     return written
+
+
+async def insert_ledger_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Inserts heal-ledger rows in one statement, skipping heals already recorded.
+
+    Args:
+        conn: A connection inside the caller's transaction (the one that wrote
+            the heals, so a heal and its record commit together).
+        rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
+    """
+    if rows:
+        await conn.execute(insert_ignoring_duplicates(conn.dialect.name, LEDGER_TABLE), rows)
+
+
+async def insert_sqlite_ledger_rows(
+    db: aiosqlite.Connection, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Inserts heal-ledger rows into an ADK ``SqliteSessionService`` file.
+
+    Args:
+        db: An open connection; the caller commits (with the heals' rows).
+        rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
+    """
+    if rows:
+        await db.executemany(_SQLITE_LEDGER_INSERT, rows)

@@ -1,0 +1,503 @@
+"""Opening an ADK session database: which layout, is it usable, and the raw I/O.
+
+ADK 2.13 writes two SQL layouts under the same table names (see
+:mod:`adk_session_heal.store.rows`). Which one a database holds is read from
+the database before anything else is done with it:
+
+* ``adk_internal_metadata`` says schema ``"1"``: ``DatabaseSessionService``.
+* No metadata table, an ``events`` table with ``event_data`` and a REAL
+  ``timestamp`` on SQLite: ADK's ``SqliteSessionService``. Such a file is never
+  opened through ``DatabaseSessionService`` (which would add its metadata table
+  and an index, after which ADK's SQLite service can no longer use it).
+* ``events`` with an ``actions`` column and no ``event_data``: ADK's legacy
+  pickled "v0" schema, refused with the command that migrates it.
+
+Every failure is raised as a :class:`~adk_session_heal.errors.StoreError`
+with one line that says what to do; driver errors are translated here, once,
+and passwords are scrubbed from their text. Nothing in this module updates or
+deletes a row; the only writes are inserts that skip existing keys.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import aiosqlite
+from google.adk.events.event import Event
+from google.adk.sessions.schemas.shared import utc_datetime_to_timestamp
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
+from ..records import HealRecord
+from .inserts import (
+    insert_database_events,
+    insert_ledger_rows,
+    insert_sqlite_events,
+    insert_sqlite_ledger_rows,
+)
+from .ledger_table import LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
+from .rows import database_event_row, sqlite_event_row
+from .urls import StoreUrl, parse_store_url
+
+__all__ = [
+    "SUPPORTED_SCHEMA_VERSION",
+    "HealWrite",
+    "Layout",
+    "SessionFilter",
+    "SessionStore",
+    "StoredSession",
+    "open_store",
+    "read_ledger_revision",
+    "translate_error",
+]
+
+SUPPORTED_SCHEMA_VERSION = "1"
+"""The ``DatabaseSessionService`` schema version this release reads and writes."""
+
+_FETCH = 2_000
+_ADK_TABLES = ("sessions", "events")
+
+
+class Layout(str, enum.Enum):
+    """Which ADK service's layout a database holds."""
+
+    DATABASE = "database"
+    """``DatabaseSessionService``, schema "1" (any SQL backend)."""
+    ADK_SQLITE = "adk_sqlite"
+    """ADK's own ``SqliteSessionService``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Restricts a scan to one app, user or session (``None`` = all)."""
+
+    app_name: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+
+    def where(self) -> tuple[str, dict[str, str]]:
+        """Returns a ``WHERE`` clause over the events/sessions key columns and its params."""
+        clauses: list[str] = []
+        params: dict[str, str] = {}
+        for column, value in (("app_name", self.app_name), ("user_id", self.user_id)):
+            if value is not None:
+                clauses.append(f"{column} = :{column}")
+                params[column] = value
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+class StoredSession(NamedTuple):
+    """One session's stored events, oldest first, as ADK would read them.
+
+    ``events`` are the ``event_data`` JSON dicts, with ``id``,
+    ``invocation_id`` and ``timestamp`` as ADK's reader sets them.
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+    events: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HealWrite:
+    """One synthetic event to insert, and its ledger record."""
+
+    event: Event
+    record: HealRecord
+
+
+def translate_error(exc: BaseException, url: StoreUrl, doing: str) -> StoreError:
+    """Returns the one-line :class:`StoreError` for a driver error.
+
+    Args:
+        exc: The driver or SQLAlchemy error.
+        url: The store (for the redacted URL and the password to scrub).
+        doing: What was being done, e.g. ``"connect to"``.
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    cause: BaseException = getattr(exc, "orig", None) or exc
+    detail = url.scrub(str(cause).strip().splitlines()[0] if str(cause).strip() else "")
+    detail = detail or type(cause).__name__
+    lowered = detail.lower()
+    if any(word in lowered for word in ("read-only", "readonly", "read only")):
+        return ReadOnlyStoreError(
+            f"{url} refuses writes ({detail[:160]}): run repair with a user and database "
+            "that may write, or use scan / repair --dry-run"
+        )
+    if isinstance(cause, ConnectionRefusedError) or "refused" in lowered:
+        hint = "check that the server is running and the URL's host and port"
+    else:
+        hint = "check the URL's host, port, user, password and database"
+    return StoreError(f"cannot {doing} {url}: {detail[:200]} ({hint})")
+
+
+def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str | None) -> None:
+    if not all(name in tables for name in _ADK_TABLES):
+        raise UnsupportedStoreError(
+            f"{url} has no ADK session tables (sessions, events): point the URL at the "
+            "database your ADK app's session service uses"
+        )
+    if "event_data" not in columns:
+        if "actions" in columns:
+            raise UnsupportedStoreError(
+                f"{url} uses ADK's legacy v0 (pickled) schema: migrate it first with "
+                "`adk migrate session --source_db_url=... --dest_db_url=...`, then rerun"
+            )
+        raise UnsupportedStoreError(
+            f"{url} has an events table this release does not know (no event_data column): "
+            "check the URL"
+        )
+    if version is not None and version != SUPPORTED_SCHEMA_VERSION:
+        if version == "0":
+            raise UnsupportedStoreError(
+                f"{url} uses ADK's legacy v0 (pickled) schema: migrate it first with "
+                "`adk migrate session`, then rerun"
+            )
+        raise UnsupportedStoreError(
+            f"{url} has ADK session schema version {version!r}; this release reads schema "
+            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 2.13): use a release of "
+            "adk-session-heal made for that ADK version"
+        )
+
+
+def _ledger_rows(writes: Sequence[HealWrite], written: Sequence[bool]) -> list[dict[str, Any]]:
+    """Returns the ledger rows of the heals this transaction inserted."""
+    return [ledger_row(w.record) for w, ok in zip(writes, written, strict=True) if ok]
+
+
+def _json_event(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    decoded = json.loads(raw)
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _column_timestamp(value: Any) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return utc_datetime_to_timestamp(value)
+
+
+class SessionStore:
+    """An opened ADK session database (one of the two layouts).
+
+    Use :func:`open_store`; it checks the database first.
+
+    Attributes:
+        url: The store's URL.
+        layout: Which ADK service's layout it holds.
+    """
+
+    url: StoreUrl
+    layout: Layout
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        """Returns how many sessions match."""
+        raise NotImplementedError
+
+    def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        """Yields every matching session that has events, in one ordered pass.
+
+        Rows are streamed from the server in chunks; one session's events are
+        held at a time.
+        """
+        raise NotImplementedError
+
+    async def ledger_revision(self) -> str | None:
+        """Returns the heal ledger's migration revision, or ``None`` if absent."""
+        raise NotImplementedError
+
+    async def write(self, writes: Sequence[HealWrite], *, ledger: bool) -> list[bool]:
+        """Inserts synthetic events (and their ledger rows) in one transaction.
+
+        Args:
+            writes: The events and their records.
+            ledger: Also record the heals this call wrote in the ledger.
+
+        Returns:
+            For each write, whether this call inserted it (``False``: the row
+            already existed, written by the wrapper or an earlier run).
+        """
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Releases connections."""
+
+    @staticmethod
+    def _session_clause(where: SessionFilter) -> tuple[str, dict[str, str]]:
+        clause, params = where.where()
+        if where.session_id is not None:
+            clause += (" AND " if clause else " WHERE ") + "session_id = :session_id"
+            params["session_id"] = where.session_id
+        return clause, params
+
+
+class _SqlAlchemyStore(SessionStore):
+    """``DatabaseSessionService``'s layout, through SQLAlchemy's async engine."""
+
+    def __init__(self, url: StoreUrl, engine: AsyncEngine) -> None:
+        self.url = url
+        self.layout = Layout.DATABASE
+        self.engine = engine
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        clause, params = where.where()
+        if where.session_id is not None:
+            clause += (" AND " if clause else " WHERE ") + "id = :session_id"
+            params["session_id"] = where.session_id
+        try:
+            async with self.engine.connect() as conn:
+                result = await conn.execute(text(f"SELECT count(*) FROM sessions{clause}"), params)
+                return int(result.scalar_one())
+        except SQLAlchemyError as exc:
+            raise translate_error(exc, self.url, "read") from exc
+
+    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        clause, params = self._session_clause(where)
+        sql = text(
+            "SELECT app_name, user_id, session_id, id, invocation_id, timestamp, event_data "
+            f"FROM events{clause} ORDER BY app_name, user_id, session_id, timestamp, id"
+        )
+        key: tuple[str, str, str] | None = None
+        events: list[dict[str, Any]] = []
+        try:
+            async with self.engine.connect() as conn:
+                result = await conn.stream(sql, params, execution_options={"yield_per": _FETCH})
+                async for rows in result.partitions():
+                    for app, user, session, event_id, invocation, stamp, raw in rows:
+                        if key is None or key != (app, user, session):
+                            if key is not None:
+                                yield StoredSession(*key, events)
+                            key, events = (app, user, session), []
+                        data = _json_event(raw)
+                        data["id"] = event_id
+                        data["invocation_id"] = invocation
+                        if data.get("timestamp") is None:
+                            data["timestamp"] = _column_timestamp(stamp)
+                        events.append(data)
+        except SQLAlchemyError as exc:
+            raise translate_error(exc, self.url, "read") from exc
+        if key is not None:
+            yield StoredSession(*key, events)
+
+    async def ledger_revision(self) -> str | None:
+        try:
+            async with self.engine.connect() as conn:
+                return await read_ledger_revision(conn)
+        except SQLAlchemyError as exc:
+            raise translate_error(exc, self.url, "read") from exc
+
+    async def write(self, writes: Sequence[HealWrite], *, ledger: bool) -> list[bool]:
+        rows = [
+            database_event_row(
+                w.event,
+                app_name=w.record.app_name,
+                user_id=w.record.user_id,
+                session_id=w.record.session_id,
+            )
+            for w in writes
+        ]
+        try:
+            async with self.engine.begin() as conn:
+                written = await insert_database_events(conn, rows)
+                if ledger:
+                    await insert_ledger_rows(conn, _ledger_rows(writes, written))
+        except SQLAlchemyError as exc:
+            raise translate_error(exc, self.url, "write to") from exc
+        return written
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+async def read_ledger_revision(conn: AsyncConnection) -> str | None:
+    """Returns the heal ledger's migration revision over ``conn`` (``None``: absent)."""
+    tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+    if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
+        return None
+    result = await conn.execute(text(f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
+    value = result.scalar_one_or_none()
+    return str(value) if value is not None else None
+
+
+class _AdkSqliteStore(SessionStore):
+    """ADK's ``SqliteSessionService`` layout, through aiosqlite (as ADK uses it)."""
+
+    def __init__(self, url: StoreUrl, writable: bool) -> None:
+        self.url = url
+        self.layout = Layout.ADK_SQLITE
+        self._writable = writable
+
+    @asynccontextmanager
+    async def _connect(self, *, writable: bool) -> AsyncIterator[aiosqlite.Connection]:
+        async with aiosqlite.connect(self.url.sqlite_uri(writable=writable), uri=True) as db:
+            yield db
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        clause, params = where.where()
+        if where.session_id is not None:
+            clause += (" AND " if clause else " WHERE ") + "id = :session_id"
+            params["session_id"] = where.session_id
+        try:
+            async with self._connect(writable=False) as db, db.execute(
+                f"SELECT count(*) FROM sessions{clause}", params
+            ) as cursor:
+                row = await cursor.fetchone()
+                return int(row[0]) if row else 0
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.url, "read") from exc
+
+    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        clause, params = self._session_clause(where)
+        # SqliteSessionService reads by (timestamp, rowid) and takes every field
+        # from event_data.
+        sql = (
+            "SELECT app_name, user_id, session_id, event_data FROM events"
+            f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
+        )
+        key: tuple[str, str, str] | None = None
+        events: list[dict[str, Any]] = []
+        loads = json.loads
+        try:
+            async with self._connect(writable=False) as db, db.execute(sql, params) as cursor:
+                while rows := await cursor.fetchmany(_FETCH):
+                    for app, user, session, raw in rows:
+                        if key is None or key != (app, user, session):
+                            if key is not None:
+                                yield StoredSession(*key, events)
+                            key, events = (app, user, session), []
+                        events.append(loads(raw))
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.url, "read") from exc
+        if key is not None:
+            yield StoredSession(*key, events)
+
+    async def ledger_revision(self) -> str | None:
+        try:
+            async with self._connect(writable=False) as db:
+                tables = {row[0] for row in await db.execute_fetchall(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
+                    return None
+                rows = list(await db.execute_fetchall(
+                    f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
+                return str(rows[0][0]) if rows else None
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.url, "read") from exc
+
+    async def write(self, writes: Sequence[HealWrite], *, ledger: bool) -> list[bool]:
+        rows = [
+            sqlite_event_row(
+                w.event,
+                app_name=w.record.app_name,
+                user_id=w.record.user_id,
+                session_id=w.record.session_id,
+            )
+            for w in writes
+        ]
+        try:
+            async with self._connect(writable=True) as db:
+                written = await insert_sqlite_events(db, rows)
+                if ledger:
+                    await insert_sqlite_ledger_rows(db, _ledger_rows(writes, written))
+                await db.commit()
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.url, "write to") from exc
+        return written
+
+
+def _inspect_sqlite(url: StoreUrl) -> Layout:
+    """Reads a SQLite file's layout with the standard library, read-only."""
+    try:
+        with sqlite3.connect(url.sqlite_uri(writable=False), uri=True) as db:
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            info = db.execute("PRAGMA table_info(events)").fetchall()
+            columns = {row[1]: str(row[2]).upper() for row in info}
+            version = None
+            if "adk_internal_metadata" in tables:
+                found = db.execute(
+                    "SELECT value FROM adk_internal_metadata WHERE key = 'schema_version'"
+                ).fetchone()
+                version = str(found[0]) if found else "(missing)"
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"{url} is not a readable SQLite database ({exc}): check the path"
+        ) from exc
+    _bad_schema(url, tables, set(columns), version)
+    if version is None and columns.get("timestamp") == "REAL":
+        return Layout.ADK_SQLITE
+    return Layout.DATABASE
+
+
+async def _inspect_server(url: StoreUrl, engine: AsyncEngine) -> None:
+    def read(sync: Any) -> tuple[set[str], set[str], str | None]:
+        inspector = inspect(sync)
+        tables = set(inspector.get_table_names())
+        columns = (
+            {c["name"] for c in inspector.get_columns("events")} if "events" in tables else set()
+        )
+        version = None
+        if "adk_internal_metadata" in tables:
+            key = inspector.dialect.identifier_preparer.quote("key")
+            found = sync.execute(
+                text(f"SELECT value FROM adk_internal_metadata WHERE {key} = 'schema_version'")
+            ).fetchone()
+            version = str(found[0]) if found else "(missing)"
+        return tables, columns, version
+
+    async with engine.connect() as conn:
+        tables, columns, version = await conn.run_sync(read)
+    _bad_schema(url, tables, columns, version)
+
+
+async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionStore:
+    """Opens an ADK session database after checking its layout and schema.
+
+    Args:
+        url: The store URL (see :mod:`adk_session_heal.store.urls`).
+        writable: Open for repair. Otherwise SQLite files are opened read-only.
+
+    Returns:
+        The opened store; ``await store.close()`` when done.
+
+    Raises:
+        UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
+            unknown schema.
+        ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
+        StoreError: The database could not be reached.
+    """
+    store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    if writable and store_url.read_only:
+        raise ReadOnlyStoreError(
+            f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "
+            "or use scan / repair --dry-run"
+        )
+    if store_url.sqlite_path is not None and _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
+        return _AdkSqliteStore(store_url, writable)
+    engine = create_async_engine(store_url.sqlalchemy_url(writable=writable))
+    try:
+        if store_url.sqlite_path is None:
+            await _inspect_server(store_url, engine)
+    except (SQLAlchemyError, OSError) as exc:
+        await engine.dispose()
+        raise translate_error(exc, store_url, "connect to") from exc
+    except BaseException:
+        await engine.dispose()
+        raise
+    return _SqlAlchemyStore(store_url, engine)

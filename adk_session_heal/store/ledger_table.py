@@ -1,0 +1,104 @@
+"""The heal ledger's table: one row per heal written, whoever wrote it.
+
+The table is created and upgraded by this package's Alembic migrations
+(``migrations/`` in the repository, ``adk_session_heal/_migrations`` in an
+installed wheel; see :mod:`adk_session_heal.migrate`), which record their
+revision in a version table of their own, so a host application's Alembic
+history is untouched. This definition is what the code reads and writes; the
+migrations are frozen copies of its revisions.
+
+The uniqueness rule ``(app_name, user_id, session_id, synthetic_event_id)``
+makes recording idempotent and, since a heal's id is deterministic, also
+records at most one heal per call event and attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from ..records import HealRecord, HealTrigger
+
+__all__ = [
+    "LEDGER_TABLE",
+    "LEDGER_TABLE_NAME",
+    "LEDGER_VERSION_TABLE",
+    "ledger_row",
+    "record_from_row",
+]
+
+LEDGER_TABLE_NAME = "adk_session_heal_ledger"
+"""Name of the ledger table."""
+
+LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
+"""Name of the table where this package's migrations keep their revision."""
+
+_KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
+_metadata = MetaData()
+
+LEDGER_TABLE = Table(
+    LEDGER_TABLE_NAME,
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("app_name", String(_KEY), nullable=False),
+    Column("user_id", String(_KEY), nullable=False),
+    Column("session_id", String(_KEY), nullable=False),
+    Column("synthetic_event_id", String(_KEY), nullable=False),
+    Column("call_event_id", String(_KEY), nullable=False),
+    Column("invocation_id", String(256), nullable=False),
+    Column("call_ids", Text, nullable=False),
+    Column("tool_names", Text, nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("trigger", String(32), nullable=False),
+    Column("healed_at", Double, nullable=False),
+    UniqueConstraint(
+        "app_name", "user_id", "session_id", "synthetic_event_id",
+        name="uq_adk_session_heal_ledger_heal",
+    ),
+)
+"""The ledger table (revision ``0001``)."""
+
+
+def ledger_row(record: HealRecord) -> dict[str, Any]:
+    """Returns the ledger row of one heal (without the surrogate ``id``)."""
+    return {
+        "app_name": record.app_name,
+        "user_id": record.user_id,
+        "session_id": record.session_id,
+        "synthetic_event_id": record.synthetic_event_id,
+        "call_event_id": record.call_event_id,
+        "invocation_id": record.invocation_id,
+        "call_ids": json.dumps(list(record.call_ids)),
+        "tool_names": json.dumps(list(record.tool_names)),
+        "reason": record.reason,
+        "trigger": record.trigger.value,
+        "healed_at": record.healed_at,
+    }
+
+
+def record_from_row(row: Any) -> HealRecord:
+    """Returns the :class:`HealRecord` a ledger row holds."""
+    return HealRecord(
+        app_name=row.app_name,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        call_event_id=row.call_event_id,
+        synthetic_event_id=row.synthetic_event_id,
+        invocation_id=row.invocation_id,
+        call_ids=tuple(json.loads(row.call_ids)),
+        tool_names=tuple(json.loads(row.tool_names)),
+        reason=row.reason,
+        trigger=HealTrigger(row.trigger),
+        healed_at=float(row.healed_at),
+    )

@@ -44,7 +44,20 @@ from .service import HealingSessionService
 from .testing import ScriptedModel
 from .views import ADK_EVENTS
 
-__all__ = ["APP_NAME", "USER_ID", "DemoResult", "crash_turn", "resume_turn", "run_demo"]
+__all__ = [
+    "APP_NAME",
+    "CRASH_ENV",
+    "CRASH_EXIT_CODE",
+    "USER_ID",
+    "DemoResult",
+    "crash_turn",
+    "get_weather",
+    "offline_weather_model",
+    "resume_turn",
+    "run_demo",
+    "weather_agent",
+    "weather_reply",
+]
 
 APP_NAME = "weather_app"
 USER_ID = "demo-user"
@@ -80,15 +93,38 @@ def _after_tool_reply(request: LlmRequest) -> LlmResponse:
     return ScriptedModel.say("Hello again!")
 
 
-def build_runner(service: BaseSessionService, model: ScriptedModel) -> Runner:
-    """Returns a runner for the demo's weather agent."""
-    agent = LlmAgent(
-        name="weather_agent",
+def weather_reply(request: LlmRequest) -> LlmResponse:
+    """The weather agent's offline reply to any request, for multi-turn use.
+
+    A user message mentioning the weather gets a ``get_weather`` call; anything
+    else gets the tool's latest outcome (or a greeting) in words.
+    """
+    last = request.contents[-1] if request.contents else None
+    if last is not None and last.role == "user":
+        text = " ".join(part.text or "" for part in last.parts or ())
+        if "weather" in text.lower():
+            return ScriptedModel.call("get_weather", {"city": "Paris"})
+    return _after_tool_reply(request)
+
+
+def offline_weather_model(turns: int = 10_000) -> ScriptedModel:
+    """Returns a scripted model answering up to ``turns`` requests with :func:`weather_reply`."""
+    return ScriptedModel(script=[weather_reply] * turns)
+
+
+def weather_agent(model: ScriptedModel, name: str = "weather_agent") -> LlmAgent:
+    """Returns the demo's weather agent (its ``get_weather`` tool can crash its process)."""
+    return LlmAgent(
+        name=name,
         model=model,
         instruction="Answer weather questions with the get_weather tool.",
         tools=[get_weather],
     )
-    return Runner(app_name=APP_NAME, agent=agent, session_service=service)
+
+
+def build_runner(service: BaseSessionService, model: ScriptedModel) -> Runner:
+    """Returns a runner for the demo's weather agent."""
+    return Runner(app_name=APP_NAME, agent=weather_agent(model), session_service=service)
 
 
 async def _run_turn(runner: Runner, session_id: str, text: str) -> None:
@@ -224,9 +260,48 @@ async def run_demo(console: Console | None = None, workdir: Path | None = None) 
         await bare.close()
 
 
+async def _resume_and_report(db_url: str, session_id: str, healing: bool) -> dict[str, Any]:
+    """Resumes the session in this process and summarises what happened, as JSON data."""
+    inner = DatabaseSessionService(db_url)
+    try:
+        service: BaseSessionService = HealingSessionService(inner) if healing else inner
+        result = await resume_turn(service, session_id, "hello?")
+        return {
+            "events": [
+                {
+                    "id": e.id,
+                    "author": e.author,
+                    "synthetic": bool((e.custom_metadata or {}).get("adk_session_heal")),
+                    "calls": [c.name for c in e.get_function_calls()],
+                    "responses": [r.response for r in e.get_function_responses()],
+                }
+                for e in result.session.events
+            ],
+            "request_calls": [
+                p.function_call.name
+                for c in result.first_request.contents
+                for p in c.parts or ()
+                if p.function_call is not None
+            ],
+            "request_responses": [
+                p.function_response.response
+                for c in result.first_request.contents
+                for p in c.parts or ()
+                if p.function_response is not None
+            ],
+            "heals": len(result.heals),
+        }
+    finally:
+        await inner.close()
+
+
 def _main(argv: Sequence[str]) -> int:
     if len(argv) == 3 and argv[0] == "crash":
         asyncio.run(crash_turn(argv[1], argv[2]))
+        return 0
+    if len(argv) == 3 and argv[0] in ("resume", "resume-bare"):
+        report = asyncio.run(_resume_and_report(argv[1], argv[2], argv[0] == "resume"))
+        print(json.dumps(report))
         return 0
     return asyncio.run(run_demo())
 

@@ -73,7 +73,9 @@ def test_every_public_method_of_the_base_class_is_overridden() -> None:
     assert {"close", "__aenter__", "__aexit__"} <= set(vars(HealingSessionService))
 
 
-async def test_get_session_heals_a_superseded_call_in_storage(store_factory: ServiceFactory) -> None:
+async def test_get_session_heals_a_superseded_call_in_storage(
+    store_factory: ServiceFactory,
+) -> None:
     """One synthetic response is stored right after the dead call, and returned in place."""
     inner = await store_factory()
     history = crashed_history()
@@ -160,7 +162,9 @@ async def test_in_flight_long_running_and_idless_calls_are_left_alone(
     assert synthetic(await stored_events(store_factory, session.id)) == []
 
 
-async def test_stale_call_healed_only_when_policy_sets_an_age(store_factory: ServiceFactory) -> None:
+async def test_stale_call_healed_only_when_policy_sets_an_age(
+    store_factory: ServiceFactory,
+) -> None:
     """A call of the newest invocation is healed only past HealPolicy.stale_after."""
     history = History(start=time.time() - 600)
     history.user("weather?")

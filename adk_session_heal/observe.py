@@ -1,26 +1,147 @@
-"""How heals become visible to operators: one log record, and the callback.
+"""How heals become visible to operators: a log record, metrics, a span, the callback.
 
 Every heal written (by the wrapper or the repair CLI) is reported here exactly
-once: one WARNING record on the ``adk_session_heal`` logger, carrying the
-heal's fields under ``record.adk_session_heal`` for structured handlers, and
-one call of the user's ``on_heal`` callback. Never one per request: a session
-that is already healed reports nothing.
+once, never once per request: a session that is already healed reports
+nothing. One report is:
+
+* one WARNING record on the ``adk_session_heal`` logger, carrying the heal's
+  fields under ``record.adk_session_heal`` for structured handlers;
+* OpenTelemetry, through ``opentelemetry-api`` (a no-op until an SDK is
+  configured, as ADK's own telemetry is):
+
+  - counter ``adk_session_heal.heals`` (one per synthetic event), attributes
+    ``app_name``, ``reason``, ``trigger``;
+  - counter ``adk_session_heal.healed_calls`` (one per dead call answered),
+    the same attributes plus ``tool_name``;
+  - span ``adk_session_heal.heal`` (child of the current span, e.g. ADK's
+    ``invocation`` span), attributes ``adk_session_heal.*`` with the session,
+    event and call ids.
+
+  Metric attributes never hold user, session or call ids, so their
+  cardinality stays that of apps x tools;
+* one call of the user's ``on_heal`` callback.
+
+Neither telemetry nor the callback can fail a session read: their errors are
+logged with the traceback and swallowed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry import metrics, trace
 
 from .records import HealRecord
 
-__all__ = ["report_heal"]
+__all__ = [
+    "HEALED_CALLS_METRIC",
+    "HEALS_METRIC",
+    "HEAL_SPAN",
+    "report_heal",
+    "set_telemetry_providers",
+]
 
 logger = logging.getLogger("adk_session_heal")
 
+INSTRUMENTATION_NAME = "adk_session_heal"
+HEALS_METRIC = "adk_session_heal.heals"
+"""Counter: heals written (synthetic response events)."""
+HEALED_CALLS_METRIC = "adk_session_heal.healed_calls"
+"""Counter: dead tool calls answered by a heal."""
+HEAL_SPAN = "adk_session_heal.heal"
+"""Span recorded per heal."""
+
+
+@dataclass(frozen=True)
+class _Instruments:
+    heals: metrics.Counter
+    healed_calls: metrics.Counter
+    tracer: trace.Tracer
+
+    @classmethod
+    def create(
+        cls,
+        meter_provider: metrics.MeterProvider | None,
+        tracer_provider: trace.TracerProvider | None,
+    ) -> _Instruments:
+        # Without explicit providers the global ones are used; before an SDK is
+        # configured they are proxies that start forwarding once it is.
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
+        return cls(
+            heals=meter.create_counter(
+                HEALS_METRIC, unit="{heal}", description="Heals written: synthetic "
+                "response events answering dead tool calls."
+            ),
+            healed_calls=meter.create_counter(
+                HEALED_CALLS_METRIC, unit="{call}",
+                description="Dead tool calls answered by a synthetic response.",
+            ),
+            tracer=trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=tracer_provider),
+        )
+
+
+_instruments: _Instruments | None = None
+
+
+def set_telemetry_providers(
+    meter_provider: metrics.MeterProvider | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> None:
+    """Sends heal metrics and spans to these providers instead of the global ones.
+
+    Not needed when your application configures the global OpenTelemetry
+    providers (``metrics.set_meter_provider`` / ``trace.set_tracer_provider``,
+    or ADK's own telemetry setup): heals use those by default.
+
+    Args:
+        meter_provider: Where the counters go (``None``: the global provider).
+        tracer_provider: Where the spans go (``None``: the global provider).
+    """
+    global _instruments
+    _instruments = _Instruments.create(meter_provider, tracer_provider)
+
+
+def _current_instruments() -> _Instruments:
+    global _instruments
+    if _instruments is None:
+        _instruments = _Instruments.create(None, None)
+    return _instruments
+
+
+def _record_telemetry(record: HealRecord) -> None:
+    instruments = _current_instruments()
+    attributes = {
+        "app_name": record.app_name,
+        "reason": record.reason,
+        "trigger": record.trigger.value,
+    }
+    instruments.heals.add(1, attributes)
+    for tool_name in record.tool_names:
+        instruments.healed_calls.add(1, {**attributes, "tool_name": tool_name})
+    span = instruments.tracer.start_span(
+        HEAL_SPAN,
+        start_time=int(record.healed_at * 1e9),
+        attributes={
+            "adk_session_heal.app_name": record.app_name,
+            "adk_session_heal.user_id": record.user_id,
+            "adk_session_heal.session_id": record.session_id,
+            "adk_session_heal.invocation_id": record.invocation_id,
+            "adk_session_heal.call_event_id": record.call_event_id,
+            "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
+            "adk_session_heal.call_ids": list(record.call_ids),
+            "adk_session_heal.tool_names": list(record.tool_names),
+            "adk_session_heal.reason": record.reason,
+            "adk_session_heal.trigger": record.trigger.value,
+        },
+    )
+    span.end(end_time=max(int(record.healed_at * 1e9), time.time_ns()))
+
 
 def report_heal(record: HealRecord, on_heal: Callable[[HealRecord], object] | None = None) -> None:
-    """Logs one heal and passes it to ``on_heal``.
+    """Logs one heal, counts it, traces it, and passes it to ``on_heal``.
 
     Args:
         record: The heal written.
@@ -41,6 +162,11 @@ def report_heal(record: HealRecord, on_heal: Callable[[HealRecord], object] | No
         record.trigger.value,
         extra={"adk_session_heal": record.log_fields()},
     )
+    try:
+        _record_telemetry(record)
+    except Exception:  # an SDK or exporter bug must not fail the session read
+        logger.exception("adk_session_heal: recording telemetry for heal %s failed; heal kept",
+                         record.synthetic_event_id)
     if on_heal is None:
         return
     try:

@@ -1,0 +1,239 @@
+"""Operator-facing reports of heals: the log record, OpenTelemetry metrics and spans.
+
+Telemetry is checked with the real OpenTelemetry SDK (in-memory metric reader
+and span exporter), and end to end through HealingSessionService over ADK's
+in-memory session service.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.metrics import Meter, NoOpCounter, NoOpMeter, NoOpMeterProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from adk_session_heal.observe import (
+    HEAL_SPAN,
+    HEALED_CALLS_METRIC,
+    HEALS_METRIC,
+    report_heal,
+    set_telemetry_providers,
+)
+from adk_session_heal.records import HealRecord, HealTrigger
+
+
+def heal_record(**overrides: Any) -> HealRecord:
+    fields: dict[str, Any] = {
+        "app_name": "weather_app",
+        "user_id": "u-42",
+        "session_id": "s-1",
+        "call_event_id": "e-0002",
+        "synthetic_event_id": "e-0002-heal",
+        "invocation_id": "inv-1",
+        "call_ids": ("call-1", "call-2"),
+        "tool_names": ("get_weather", "get_time"),
+        "reason": "superseded",
+        "trigger": HealTrigger.APPEND,
+        "healed_at": time.time(),
+    }
+    fields.update(overrides)
+    return HealRecord(**fields)
+
+
+class Telemetry:
+    """An SDK meter and tracer provider whose output the test can read."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        self.spans = InMemorySpanExporter()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+
+    def points(self, metric_name: str) -> list[tuple[dict[str, Any], int]]:
+        """Returns (attributes, value) of every data point of one metric."""
+        data = self.reader.get_metrics_data()
+        found: list[tuple[dict[str, Any], int]] = []
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == metric_name:
+                        found += [(dict(p.attributes or {}), int(p.value))
+                                  for p in metric.data.data_points]
+        return sorted(found, key=lambda point: sorted(point[0].items()))
+
+    def heal_spans(self) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if s.name == HEAL_SPAN]
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    sdk = Telemetry()
+    set_telemetry_providers(sdk.meter_provider, sdk.tracer_provider)
+    yield sdk
+    set_telemetry_providers()
+    sdk.meter_provider.shutdown()
+    sdk.tracer_provider.shutdown()
+
+
+def test_one_heal_logs_one_warning_with_structured_fields(
+    caplog: pytest.LogCaptureFixture, telemetry: Telemetry
+) -> None:
+    """A heal is one WARNING record whose extra fields carry the whole record."""
+    record = heal_record()
+    with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
+        report_heal(record)
+    [logged] = caplog.records
+    assert logged.levelno == logging.WARNING
+    assert "get_weather#call-1, get_time#call-2 (superseded)" in logged.getMessage()
+    assert logged.adk_session_heal == record.log_fields()  # type: ignore[attr-defined]
+
+
+def test_heals_counter_counts_heals_with_low_cardinality_attributes(
+    telemetry: Telemetry,
+) -> None:
+    """adk_session_heal.heals counts heals by app, reason and trigger; never by id."""
+    report_heal(heal_record())
+    report_heal(heal_record(synthetic_event_id="x-heal", trigger=HealTrigger.GET_SESSION))
+    report_heal(heal_record(synthetic_event_id="y-heal", session_id="s-2"))
+    assert telemetry.points(HEALS_METRIC) == [
+        ({"app_name": "weather_app", "reason": "superseded", "trigger": "append"}, 2),
+        ({"app_name": "weather_app", "reason": "superseded", "trigger": "get_session"}, 1),
+    ]
+
+
+def test_healed_calls_counter_counts_each_call_by_tool(telemetry: Telemetry) -> None:
+    """adk_session_heal.healed_calls adds one per dead call, split by tool name."""
+    report_heal(heal_record())
+    base = {"app_name": "weather_app", "reason": "superseded", "trigger": "append"}
+    assert telemetry.points(HEALED_CALLS_METRIC) == [
+        ({**base, "tool_name": "get_time"}, 1),
+        ({**base, "tool_name": "get_weather"}, 1),
+    ]
+
+
+def test_each_heal_records_a_span_with_the_ids(telemetry: Telemetry) -> None:
+    """Each heal is one finished span carrying session, event and call ids."""
+    record = heal_record()
+    report_heal(record)
+    [span] = telemetry.heal_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["adk_session_heal.session_id"] == "s-1"
+    assert attributes["adk_session_heal.synthetic_event_id"] == "e-0002-heal"
+    assert tuple(attributes["adk_session_heal.call_ids"]) == ("call-1", "call-2")  # type: ignore[arg-type]
+    assert attributes["adk_session_heal.trigger"] == "append"
+    assert span.start_time is not None and span.end_time is not None
+    assert span.start_time == int(record.healed_at * 1e9) <= span.end_time
+
+
+def test_the_heal_span_is_a_child_of_the_current_span(telemetry: Telemetry) -> None:
+    """Inside ADK's invocation span the heal span joins the same trace."""
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("invocation") as parent:
+        report_heal(heal_record())
+    [span] = telemetry.heal_spans()
+    assert span.parent is not None
+    assert span.parent.span_id == parent.get_span_context().span_id
+    assert span.context is not None
+    assert span.context.trace_id == parent.get_span_context().trace_id
+
+
+class BrokenCounter(NoOpCounter):
+    def add(self, amount: int | float, attributes: Any = None, context: Any = None) -> None:
+        raise RuntimeError("metrics backend down")
+
+
+class BrokenMeterProvider(NoOpMeterProvider):
+    """A meter provider whose counters raise on every add."""
+
+    def get_meter(self, name: str, *args: Any, **kwargs: Any) -> Meter:
+        meter = NoOpMeter(name)
+        meter.create_counter = lambda name, *a, **k: BrokenCounter(name)  # type: ignore[method-assign]
+        return meter
+
+
+def test_broken_telemetry_never_fails_the_report_and_on_heal_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Telemetry errors are logged with their traceback; the callback still gets the heal."""
+    set_telemetry_providers(meter_provider=BrokenMeterProvider())
+    seen: list[HealRecord] = []
+    try:
+        with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
+            report_heal(heal_record(), seen.append)
+    finally:
+        set_telemetry_providers()
+    assert len(seen) == 1
+    [failure] = [r for r in caplog.records if "recording telemetry" in r.getMessage()]
+    assert failure.exc_info is not None and "metrics backend down" in str(failure.exc_info[1])
+
+
+async def test_a_real_heal_through_the_service_is_counted(telemetry: Telemetry) -> None:
+    """HealingSessionService's append-path heal reaches the counter and the span."""
+    from google.adk.sessions import InMemorySessionService
+
+    from adk_session_heal.service import HealingSessionService
+    from adk_session_heal.testing import History
+
+    inner = InMemorySessionService()
+    history = History(start=time.time() - 60)
+    history.user("weather in Paris?")
+    history.call("get_weather", {"city": "Paris"})
+    session = await inner.create_session(app_name="weather_app", user_id="u")
+    for event in history.events:
+        await inner.append_event(session, event)
+    service = HealingSessionService(inner)
+    fresh = await service.get_session(app_name="weather_app", user_id="u", session_id=session.id)
+    assert fresh is not None
+    assert telemetry.points(HEALS_METRIC) == [], "an in-flight call is not healed"
+    history.user("hello?")
+    await service.append_event(fresh, history.events[-1])
+    assert telemetry.points(HEALS_METRIC) == [
+        ({"app_name": "weather_app", "reason": "superseded", "trigger": "append"}, 1)
+    ]
+    [span] = telemetry.heal_spans()
+    assert dict(span.attributes or {})["adk_session_heal.session_id"] == session.id
+
+
+GLOBAL_SDK_SCRIPT = textwrap.dedent(
+    """
+    import time
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from adk_session_heal.observe import report_heal
+    from adk_session_heal.records import HealRecord, HealTrigger
+
+    record = HealRecord("app", "u", "s", "e", "e-heal", "inv", ("c",), ("tool",),
+                        "superseded", HealTrigger.GET_SESSION, time.time())
+    report_heal(record)  # before any SDK: a no-op, must not fail
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    report_heal(record)
+    [point] = [p for rm in reader.get_metrics_data().resource_metrics
+               for sm in rm.scope_metrics for m in sm.metrics
+               if m.name == "adk_session_heal.heals" for p in m.data.data_points]
+    print(point.value)
+    """
+)
+
+
+def test_the_global_sdk_is_used_even_when_configured_after_the_first_heal() -> None:
+    """Without set_telemetry_providers, heals go to the global SDK, however late it is set."""
+    completed = subprocess.run(
+        [sys.executable, "-c", GLOBAL_SDK_SCRIPT],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "1"

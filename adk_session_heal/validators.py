@@ -37,9 +37,12 @@ from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
 
 __all__ = [
     "PROVIDERS",
+    "AnthropicBlock",
     "Problem",
     "Provider",
+    "anthropic_turns",
     "gemini_steps",
+    "openai_chat_steps",
     "provider_problems",
     "validate",
     "validate_anthropic",
@@ -127,7 +130,8 @@ def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
 # -- OpenAI Chat Completions ---------------------------------------------------
 
 
-def _openai_chat_steps(messages: Sequence[Mapping[str, Any]]) -> list[Step]:
+def openai_chat_steps(messages: Sequence[Mapping[str, Any]]) -> list[Step]:
+    """Returns one pairing step per Chat Completions message."""
     steps: list[Step] = []
     for message in messages:
         role = message.get("role")
@@ -169,7 +173,7 @@ def validate_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Problem]
     Returns:
         The problems, ordered by index.
     """
-    pairing = pair(_openai_chat_steps(messages), idless="positional")
+    pairing = pair(openai_chat_steps(messages), idless="positional")
     ends = _tool_block_ends(messages)
     problems: list[Problem] = []
     unanswered: dict[int, list[str]] = {}
@@ -251,24 +255,22 @@ def _blocks(message: Mapping[str, Any]) -> Sequence[Any]:
     return content if isinstance(content, list) else ()
 
 
-def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
-    """Checks a Messages API ``messages`` list.
+AnthropicBlock = tuple[int, int, Mapping[str, Any]]
+"""A tool block of a turn: (message index, block index, block)."""
 
-    Consecutive messages of one role are merged into one turn first, as the API
-    does. Each ``tool_use`` needs exactly one ``tool_result`` in the very next
-    turn, and each ``tool_result`` must answer a ``tool_use`` of the turn right
-    before it. Indices in the texts are those of the messages as given.
 
-    Args:
-        messages: The messages, as plain dicts.
+def anthropic_turns(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[int], list[list[AnthropicBlock]], list[Step]]:
+    """Merges consecutive same-role messages into turns, as the Messages API does.
 
     Returns:
-        The problems, ordered by index.
+        ``(turn_first, turn_blocks, steps)``: the index of each turn's first
+        message, each turn's ``tool_use`` / ``tool_result`` blocks with where
+        they came from, and one pairing step per turn.
     """
-    # Merge consecutive same-role messages into turns, remembering where each
-    # block came from.
     turn_first: list[int] = []
-    turn_blocks: list[list[tuple[int, int, Mapping[str, Any]]]] = []
+    turn_blocks: list[list[AnthropicBlock]] = []
     previous_role: object = object()
     for index, message in enumerate(messages):
         role = message.get("role")
@@ -286,6 +288,24 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
         results = [(b.get("tool_use_id") or None, "") for _, _, b in blocks
                    if b.get("type") == "tool_result"]
         steps.append((calls, results) if calls or results else EMPTY_STEP)
+    return turn_first, turn_blocks, steps
+
+
+def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Checks a Messages API ``messages`` list.
+
+    Consecutive messages of one role are merged into one turn first, as the API
+    does. Each ``tool_use`` needs exactly one ``tool_result`` in the very next
+    turn, and each ``tool_result`` must answer a ``tool_use`` of the turn right
+    before it. Indices in the texts are those of the messages as given.
+
+    Args:
+        messages: The messages, as plain dicts.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    turn_first, turn_blocks, steps = anthropic_turns(messages)
     pairing = pair(steps, idless="positional")
 
     problems: list[Problem] = []
@@ -325,7 +345,7 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
 
 
 def _result_block(
-    blocks: Sequence[tuple[int, int, Mapping[str, Any]]], call_id: str, skip: int
+    blocks: Sequence[AnthropicBlock], call_id: str, skip: int
 ) -> tuple[int, int]:
     """Finds the (message index, block index) of a result, skipping ``skip`` matches."""
     fallback = (blocks[0][0], blocks[0][1]) if blocks else (0, 0)

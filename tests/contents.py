@@ -1,0 +1,72 @@
+"""Builders and hypothesis strategies for ADK request contents (plugin and validator tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.genai import types
+from hypothesis import strategies as st
+
+from adk_session_heal.validators import PROVIDERS, Problem, provider_problems
+
+
+def user(text: str) -> types.Content:
+    """A human user content."""
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def model(text: str) -> types.Content:
+    """A model text content."""
+    return types.Content(role="model", parts=[types.Part(text=text)])
+
+
+def calls(*refs: tuple[str | None, str]) -> types.Content:
+    """A model content with one function call per ``(id, name)``."""
+    return types.Content(role="model", parts=[
+        types.Part(function_call=types.FunctionCall(id=i, name=n, args={"q": n}))
+        for i, n in refs])
+
+
+def answers(*refs: tuple[str | None, str]) -> types.Content:
+    """A user content with one function response per ``(id, name)``."""
+    return types.Content(role="user", parts=[
+        types.Part(function_response=types.FunctionResponse(id=i, name=n, response={"r": 1}))
+        for i, n in refs])
+
+
+def seed_history() -> list[types.Content]:
+    """The issue's example, contents #1-#9."""
+    return [
+        user("hello"), model("hi"),
+        user("tell me about X"), calls(("c1", "lookup")), answers(("c1", "lookup")),
+        model("X is ..."),
+        user("tell me more"), calls(("c2", "lookup")), answers(("c2", "lookup")),
+    ]
+
+
+def all_problems(contents: Sequence[types.Content], *, with_ids: bool = True) -> list[Problem]:
+    """Every provider's problems (only Gemini's for id-less histories)."""
+    providers = PROVIDERS if with_ids else ("gemini",)
+    return [p for provider in providers for p in provider_problems(contents, provider)]
+
+
+@st.composite
+def valid_histories(draw: st.DrawFn, *, idless: bool = False) -> list[types.Content]:
+    """ADK-shaped request contents that every provider accepts."""
+    contents: list[types.Content] = []
+    counter = 0
+    for _ in range(draw(st.integers(1, 7))):
+        contents.append(user(f"u{len(contents)}"))
+        if draw(st.booleans()):
+            contents.append(user("and also"))
+        for _round in range(draw(st.integers(0, 3))):
+            names = draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=3))
+            refs: list[tuple[str | None, str]] = []
+            for name in names:
+                counter += 1
+                refs.append((None if idless else f"id{counter}", name))
+            contents.append(calls(*refs))
+            contents.append(answers(*draw(st.permutations(refs)) if not idless else refs))
+        if draw(st.booleans()):
+            contents.append(model("answer"))
+    return contents

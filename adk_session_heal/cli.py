@@ -1,0 +1,365 @@
+"""The ``adk-session-heal`` command line: thin click commands over the library.
+
+Each command parses its options, calls :mod:`adk_session_heal.repair`,
+:mod:`adk_session_heal.ledger` or :mod:`adk_session_heal.migrate`, and prints
+(rich tables, or with ``--json`` the documents described in
+:mod:`adk_session_heal.reports`). Library errors become one line on stderr and
+exit code 2. ``scan`` exits 0 when nothing needs healing and 1 when something
+does. A progress bar is shown only when both stdout and stderr are terminals,
+and never with ``--json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import re
+import sys
+from collections.abc import Callable, Coroutine
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import migrate
+from .errors import HealError
+from .ledger import SqlHealLedger
+from .policy import HealPolicy
+from .repair import repair, scan
+from .reports import CallEntry, RepairReport, ScanReport, history_json
+from .store.database import SessionFilter, open_store
+
+__all__ = ["main", "parse_duration"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+class CliError(click.ClickException):
+    """A library error, shown as one line, exit code 2."""
+
+    exit_code = 2
+
+
+def parse_duration(text: str) -> float:
+    """Parses ``90``, ``90s``, ``30m``, ``24h``, ``7d``, ``1w`` or ``1h30m`` into seconds.
+
+    Raises:
+        ValueError: The text is not a duration.
+    """
+    compact = text.strip().lower().replace(" ", "")
+    matches = list(_DURATION.finditer(compact))
+    if not compact or "".join(m.group(0) for m in matches) != compact:
+        raise ValueError(f"{text!r} is not a duration (examples: 90s, 30m, 24h, 7d)")
+    return sum(float(m.group(1)) * _UNITS[m.group(2)] for m in matches)
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    try:
+        return asyncio.run(coroutine)
+    except HealError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _filters(command: F) -> F:
+    for option in reversed((
+        click.option("--app", "app_name", help="Only this app's sessions."),
+        click.option("--user", "user_id", help="Only this user's sessions."),
+        click.option("--session", "session_id", help="Only this session."),
+    )):
+        command = option(command)
+    return command
+
+
+def _older_than(command: F) -> F:
+    return click.option(
+        "--older-than",
+        default="24h",
+        show_default=True,
+        callback=_duration,
+        help="Calls of a session's newest invocation count as dead (stale) after this age. "
+        "Calls superseded by a later invocation are dead at any age.",
+    )(command)
+
+
+def _json_flag(command: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (stable format 1).")(
+        command
+    )
+
+
+class _Bar:
+    """A rich progress bar as a :class:`~adk_session_heal.repair.ScanProgress`."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._task = progress.add_task("scanning sessions", total=None)
+
+    def start(self, total_sessions: int) -> None:
+        self._progress.update(self._task, total=total_sessions)
+
+    def advance(self, sessions: int) -> None:
+        self._progress.advance(self._task, sessions)
+
+
+def _progress(as_json: bool) -> Progress | None:
+    if as_json or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return None
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+
+
+async def _with_progress(
+    as_json: bool, work: Callable[[_Bar | None], Coroutine[Any, Any, T]]
+) -> T:
+    progress = _progress(as_json)
+    if progress is None:
+        return await work(None)
+    with progress:
+        return await work(_Bar(progress))
+
+
+def _console() -> Console:
+    """Returns a console that prints stored text literally (no markup, no highlighting)."""
+    return Console(markup=False, highlight=False)
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    click.echo(json.dumps(document, indent=2))
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _calls_table(title: str, entries: list[CallEntry], now: float) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("session (app/user/id)", "call id", "tool", "invocation", "age", "status"):
+        table.add_column(column)
+    for e in entries:
+        status = e.status + (f" ({e.pending_reason})" if e.pending_reason else "")
+        table.add_row(f"{e.app_name}/{e.user_id}/{e.session_id}", e.call_id or "(none)",
+                      e.tool_name, e.invocation_id, _age(now - e.timestamp), status)
+    return table
+
+
+def _print_scan(console: Console, report: ScanReport) -> None:
+    console.print(
+        f"Scanned {report.sessions_scanned} sessions ({report.events_scanned} events) "
+        f"in {report.url} ({report.layout} layout)"
+    )
+    console.print(
+        f"Sessions needing healing: {report.sessions_needing_healing}; "
+        f"dead calls: {len(report.dead_calls)}"
+    )
+    now = report.scanned_at
+    if report.dead_calls:
+        console.print(_calls_table("Dead calls (healed by repair)", report.dead_calls, now))
+    if report.pending_calls:
+        console.print(_calls_table("Pending calls (never healed)", report.pending_calls, now))
+    if report.id_less_calls:
+        console.print(_calls_table("Calls without an id (never healed)", report.id_less_calls, now))
+    if report.orphaned_responses:
+        table = Table(title="Orphaned responses (never healed)", title_justify="left")
+        for column in ("session (app/user/id)", "event", "call id", "tool"):
+            table.add_column(column)
+        for r in report.orphaned_responses:
+            table.add_row(f"{r.app_name}/{r.user_id}/{r.session_id}", r.event_id,
+                          r.call_id or "(none)", r.tool_name)
+        console.print(table)
+
+
+def _print_repair(console: Console, report: RepairReport) -> None:
+    _print_scan(console, report.scan)
+    if report.heals:
+        table = Table(title="Synthetic responses", title_justify="left")
+        for column in ("session (app/user/id)", "call event", "synthetic event", "calls",
+                       "reason", "result"):
+            table.add_column(column)
+        for heal in report.heals:
+            r = heal.record
+            result = {None: "would write", True: "written", False: "already present"}
+            table.add_row(f"{r.app_name}/{r.user_id}/{r.session_id}", r.call_event_id,
+                          r.synthetic_event_id,
+                          ", ".join(f"{n}({i})" for i, n in zip(r.call_ids, r.tool_names,
+                                                                 strict=True)),
+                          r.reason, result[heal.written])
+        console.print(table)
+    if report.dry_run:
+        for heal in report.heals:
+            console.print(f"would insert event {heal.event.id!r} into session "
+                          f"{heal.record.app_name}/{heal.record.user_id}/"
+                          f"{heal.record.session_id}:")
+            console.print_json(data=heal.event.model_dump(exclude_none=True, mode="json"))
+        console.print(f"Dry run: synthetic events that would be written: {len(report.heals)}; "
+                      "nothing was written.")
+    else:
+        ledger = "recorded in the heal ledger" if report.ledger else "not recorded (--no-ledger)"
+        console.print(f"Synthetic events written: {report.healed} "
+                      f"({report.already_present} already present); {ledger}.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="adk-session-heal")
+def main() -> None:
+    """Find and heal ADK sessions left with unanswered tool calls.
+
+    URL is an ADK session database, as ADK takes it: sqlite:///.adk/session.db
+    (ADK's SqliteSessionService), sqlite+aiosqlite:///sessions.db,
+    postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db.
+    """
+
+
+@main.command("scan")
+@click.argument("url")
+@_filters
+@_older_than
+@_json_flag
+def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
+                 older_than: float, as_json: bool) -> None:
+    """Report dead tool calls, read-only. Exit 0: clean, 1: needs healing, 2: error.
+
+    Example: adk-session-heal scan sqlite:///.adk/session.db --older-than 1h
+    """
+    where = SessionFilter(app_name, user_id, session_id)
+    report = _run(_with_progress(
+        as_json, lambda bar: scan(url, where=where, stale_after=older_than, progress=bar)))
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        _print_scan(_console(), report)
+        if report.needs_healing:
+            _console().print("Run `adk-session-heal repair URL` to heal them "
+                            "(--dry-run shows what it would write).")
+    sys.exit(1 if report.needs_healing else 0)
+
+
+@main.command("repair")
+@click.argument("url")
+@_filters
+@_older_than
+@click.option("--dry-run", is_flag=True, help="Print exactly what would be written; write nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--no-ledger", is_flag=True, help="Do not record heals in the heal ledger.")
+@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1),
+              help="Synthetic events per transaction.")
+@_json_flag
+def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
+                   older_than: float, dry_run: bool, yes: bool, no_ledger: bool,
+                   batch_size: int, as_json: bool) -> None:
+    """Heal dead tool calls: one synthetic error response per dead call event.
+
+    Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
+    twice. Only inserts rows; never updates sessions.update_time.
+
+    Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
+    """
+    where = SessionFilter(app_name, user_id, session_id)
+    policy = HealPolicy(stale_after=older_than)
+    if not dry_run and not yes:
+        if not sys.stdin.isatty():
+            raise CliError("repair writes to the database: pass --yes to confirm "
+                           "(or --dry-run to see what it would write)")
+        preview = _run(repair(url, where=where, policy=policy, dry_run=True))
+        if not preview.heals:
+            _console().print("Nothing to heal.")
+            return
+        click.confirm(f"Write {len(preview.heals)} synthetic events into {preview.scan.url}?",
+                      abort=True)
+    report = _run(_with_progress(as_json, lambda bar: repair(
+        url, where=where, policy=policy, dry_run=dry_run, ledger=not no_ledger,
+        batch_size=batch_size, progress=bar)))
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        _print_repair(_console(), report)
+
+
+@main.command("history")
+@click.argument("url")
+@_filters
+@_json_flag
+def history_command(url: str, app_name: str | None, user_id: str | None,
+                    session_id: str | None, as_json: bool) -> None:
+    """Show what was healed, when and why (from the heal ledger).
+
+    Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
+    """
+
+    async def read() -> tuple[str, list[Any]]:
+        store = await open_store(url)
+        await store.close()
+        ledger = SqlHealLedger.from_url(url)
+        try:
+            return str(store.url), await ledger.history(
+                app_name=app_name, user_id=user_id, session_id=session_id)
+        finally:
+            await ledger.close()
+
+    shown_url, records = _run(read())
+    if as_json:
+        _print_json(history_json(shown_url, records))
+        return
+    table = Table(title=f"Heals recorded in {shown_url}", title_justify="left")
+    for column in ("healed at (UTC)", "session (app/user/id)", "synthetic event", "tools",
+                   "reason", "trigger"):
+        table.add_column(column)
+    for r in records:
+        when = datetime.fromtimestamp(r.healed_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(when, f"{r.app_name}/{r.user_id}/{r.session_id}", r.synthetic_event_id,
+                      ", ".join(r.tool_names), r.reason, r.trigger.value)
+    console = _console()
+    console.print(table)
+    console.print(f"Heals recorded: {len(records)}")
+
+
+@main.group("db")
+def db_group() -> None:
+    """Manage adk-session-heal's own tables (the heal ledger) in a session database."""
+
+
+@db_group.command("upgrade")
+@click.argument("url")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+def db_upgrade(url: str, revision: str) -> None:
+    """Create or upgrade the heal ledger (Alembic, own version table).
+
+    Example: adk-session-heal db upgrade sqlite:///.adk/session.db
+    """
+    now = _run(migrate.upgrade(url, revision))
+    click.echo(f"heal ledger at revision {now} (head {migrate.head_revision()})")
+
+
+@db_group.command("current")
+@click.argument("url")
+def db_current(url: str) -> None:
+    """Print the heal ledger's revision ("none" when not installed). Read-only."""
+    now = _run(migrate.current(url))
+    click.echo(f"heal ledger at revision {now or 'none'} (head {migrate.head_revision()})")
+
+
+@main.command("demo")
+def demo_command() -> None:
+    """Crash a real ADK run mid-tool on embedded SQLite, then heal it."""
+    demo = importlib.import_module("adk_session_heal.demo")
+    sys.exit(asyncio.run(demo.run_demo(Console())))
+

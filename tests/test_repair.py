@@ -1,0 +1,240 @@
+"""Repair: the same heals as the wrapper, idempotent, revision-preserving, kill-safe."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import create_async_engine
+from stores import (
+    APP,
+    USER,
+    Store,
+    adk_store_fixture,  # noqa: F401  (the adk_store fixture)
+    bulk_fill,
+    bulk_histories,
+    close,
+    crashed_histories,
+    fill,
+    make_store,
+    snapshot,
+)
+
+from adk_session_heal import migrate
+from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
+from adk_session_heal.findings import classify
+from adk_session_heal.healing import build_heal_event, plan_heals
+from adk_session_heal.ledger import SqlHealLedger
+from adk_session_heal.policy import HealPolicy
+from adk_session_heal.repair import repair, scan
+from adk_session_heal.store.rows import DATABASE_EVENTS_TABLE, database_event_row, sqlite_event_row
+from adk_session_heal.views import ADK_EVENTS
+
+NOW = 1_700_100_000.0
+POLICY = HealPolicy(stale_after=3600)
+
+
+async def _sessions_table(store: Store) -> Any:
+    if store.sqlite_path is not None:
+        with sqlite3.connect(store.sqlite_path) as db:
+            return sorted(db.execute("SELECT * FROM sessions").fetchall())
+    engine = create_async_engine(store.url)
+    try:
+        async with engine.connect() as conn:
+            return sorted(tuple(r) for r in (await conn.execute(text("SELECT * FROM sessions"))))
+    finally:
+        await engine.dispose()
+
+
+async def test_repair_heals_once_and_adk_reads_the_result(adk_store: Store) -> None:
+    """Repair heals every dead call; a rerun heals 0; ADK reads healed sessions, no dead call."""
+    await fill(adk_store, crashed_histories())
+    await migrate.upgrade(adk_store.url)
+    first = await repair(adk_store.url, policy=POLICY, now=NOW)
+    assert [(h.record.session_id, h.record.call_ids, h.written) for h in first.heals] == [
+        ("dead", ("call-1",), True), ("parallel", ("call-2",), True),
+        ("stale", ("call-1",), True)]
+    second = await repair(adk_store.url, policy=POLICY, now=NOW + 60)
+    assert second.heals == [] and second.healed == 0
+    assert not (await scan(adk_store.url, now=NOW, stale_after=3600)).needs_healing
+    service = adk_store.service()
+    try:
+        for session_id in ("dead", "parallel", "stale"):
+            session = await service.get_session(app_name=APP, user_id=USER,
+                                                session_id=session_id)
+            assert session is not None
+            assert not classify(session.events, now=NOW, stale_after=3600).dead
+            # ADK can keep appending to the healed session (its revision was not bumped).
+            from adk_session_heal.testing import History
+
+            more = History(start=NOW)
+            more.user("still there?")
+            await service.append_event(
+                session, more.events[0].model_copy(update={"id": f"after-{session_id}"}))
+    finally:
+        await close(service)
+    ledger = SqlHealLedger.from_url(adk_store.url)
+    try:
+        recorded = await ledger.history()
+    finally:
+        await ledger.close()
+    assert sorted(r.synthetic_event_id for r in recorded) == sorted(
+        h.record.synthetic_event_id for h in first.heals)
+    assert {r.trigger.value for r in recorded} == {"repair"}
+
+
+async def test_repair_never_touches_sessions_rows(adk_store: Store) -> None:
+    """The sessions table (update_time: ADK's revision marker) is identical after repair."""
+    await fill(adk_store, crashed_histories())
+    before = await _sessions_table(adk_store)
+    report = await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    assert report.healed == 3
+    assert await _sessions_table(adk_store) == before
+
+
+async def test_dry_run_writes_nothing_and_shows_the_rows(adk_store: Store) -> None:
+    """--dry-run plans the exact events a real run writes, and the store stays identical."""
+    await fill(adk_store, crashed_histories())
+    before = await snapshot(adk_store)
+    planned = await repair(adk_store.url, policy=POLICY, now=NOW, dry_run=True)
+    assert await snapshot(adk_store) == before
+    assert {h.written for h in planned.heals} == {None}
+    real = await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    assert [h.event for h in planned.heals] == [h.event for h in real.heals]
+
+
+async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
+    """The stored row equals plan_heals + build_heal_event + the ADK row builder over ADK Events."""
+    histories = crashed_histories()
+    await fill(adk_store, histories)
+    await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    # What the wrapper would compute from the Events ADK returned before the heal.
+    expected_rows = []
+    for session_id, history in histories.items():
+        findings = classify(history.events, ADK_EVENTS, now=NOW, stale_after=3600)
+        for plan in plan_heals(history.events, findings, app_name=APP, user_id=USER,
+                               session_id=session_id):
+            event = build_heal_event(plan, POLICY, healed_at=NOW)
+            builder = sqlite_event_row if adk_store.kind == "adk_sqlite" else database_event_row
+            expected_rows.append(builder(event, app_name=APP, user_id=USER,
+                                         session_id=session_id))
+    assert len(expected_rows) == 3
+    if adk_store.kind == "adk_sqlite":
+        assert adk_store.sqlite_path is not None
+        with sqlite3.connect(adk_store.sqlite_path) as db:
+            stored = db.execute(
+                "SELECT id, app_name, user_id, session_id, invocation_id, timestamp, event_data "
+                "FROM events WHERE id LIKE '%-heal' ORDER BY id").fetchall()
+        assert sorted(stored) == sorted(expected_rows)
+        return
+    engine = create_async_engine(adk_store.url)
+    try:
+        async with engine.connect() as conn:
+            table = DATABASE_EVENTS_TABLE
+            rows = (await conn.execute(select(table).where(table.c.id.like("%-heal")))).all()
+    finally:
+        await engine.dispose()
+    stored_rows = sorted((dict(r._mapping) for r in rows), key=lambda r: r["session_id"])
+    assert stored_rows == sorted(expected_rows, key=lambda r: r["session_id"])
+
+
+async def test_repair_requires_the_ledger_unless_told(adk_store: Store) -> None:
+    """Without the ledger installed, repair refuses (one line) and writes nothing."""
+    await fill(adk_store, crashed_histories())
+    before = await snapshot(adk_store)
+    with pytest.raises(LedgerError, match="db upgrade"):
+        await repair(adk_store.url, policy=POLICY, now=NOW)
+    assert await snapshot(adk_store) == before
+
+
+async def test_repair_refuses_read_only_sqlite(tmp_path: Path) -> None:
+    """A SQLite URL with mode=ro is refused for repair before anything is read or written."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, crashed_histories())
+        with pytest.raises(ReadOnlyStoreError, match="mode=ro"):
+            await repair(store.url + "?mode=ro", now=NOW)
+
+
+async def test_repair_on_a_read_only_postgres_writes_nothing(tmp_path: Path) -> None:
+    """A PostgreSQL database that refuses writes gives ReadOnlyStoreError and stays identical."""
+    async for store in make_store("postgres", tmp_path):
+        await fill(store, crashed_histories())
+        database = store.url.rsplit("/", 1)[1]
+        admin = create_async_engine(store.url, isolation_level="AUTOCOMMIT")
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(
+                    text(f"ALTER DATABASE {database} SET default_transaction_read_only = on"))
+        finally:
+            await admin.dispose()
+        before = await snapshot(store)
+        with pytest.raises(ReadOnlyStoreError, match="refuses writes"):
+            await repair(store.url, policy=POLICY, now=NOW, ledger=False)
+        assert await snapshot(store) == before
+
+
+def _count(store: Store, sql: str) -> int:
+    assert store.sqlite_path is not None
+    with sqlite3.connect(store.sqlite_path, timeout=10) as db:
+        return int(db.execute(sql).fetchone()[0])
+
+
+async def _server_count(store: Store, sql: str) -> int:
+    engine = create_async_engine(store.url)
+    try:
+        async with engine.connect() as conn:
+            return int((await conn.execute(text(sql))).scalar_one())
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["db_sqlite", "adk_sqlite", "postgres", "mariadb"])
+async def test_sigkill_during_repair_then_rerun(kind: str, tmp_path: Path) -> None:
+    """A repair killed with SIGKILL mid-way is finished by a rerun: no duplicates, nothing lost."""
+    sessions = 400
+    async for store in make_store(kind, tmp_path):
+        await bulk_fill(store, bulk_histories(sessions, 12, 1.0))
+        await migrate.upgrade(store.url)
+        dead = len((await scan(store.url)).dead_calls)
+        assert dead == sessions
+        ledger_sql = "SELECT count(*) FROM adk_session_heal_ledger"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+        child = subprocess.Popen(
+            [sys.executable, "-m", "adk_session_heal", "repair", store.url, "--yes",
+             "--batch-size", "1", "--json"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 60
+        recorded = 0
+        while time.monotonic() < deadline and child.poll() is None:
+            recorded = (_count(store, ledger_sql) if store.sqlite_path
+                        else await _server_count(store, ledger_sql))
+            if recorded >= 20:
+                break
+            await asyncio.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        _, errors = child.communicate()
+        assert child.returncode == -signal.SIGKILL, errors.decode()
+        heal_sql = "SELECT count(*) FROM events WHERE id LIKE '%-heal%'"
+        partial = (_count(store, heal_sql) if store.sqlite_path
+                   else await _server_count(store, heal_sql))
+        assert 20 <= partial < sessions
+        rerun = await repair(store.url)
+        assert rerun.healed == sessions - partial
+        assert not (await scan(store.url)).needs_healing
+        final = (_count(store, heal_sql) if store.sqlite_path
+                 else await _server_count(store, heal_sql))
+        final_ledger = (_count(store, ledger_sql) if store.sqlite_path
+                        else await _server_count(store, ledger_sql))
+        assert final == final_ledger == sessions
+        again = await repair(store.url)
+        assert again.healed == 0 and again.heals == []

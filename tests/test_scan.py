@@ -1,0 +1,160 @@
+"""The streaming scan over every ADK SQL layout, built through ADK's own services."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from google.adk.sessions import InMemorySessionService
+from stores import (
+    APP,
+    USER,
+    Store,
+    adk_store_fixture,  # noqa: F401  (the adk_store fixture)
+    crashed_histories,
+    fill,
+    snapshot,
+)
+
+from adk_session_heal.findings import classify
+from adk_session_heal.repair import scan, scan_service
+from adk_session_heal.reports import CallEntry
+from adk_session_heal.store.database import Layout, SessionFilter, open_store
+from adk_session_heal.testing import History
+from adk_session_heal.views import ADK_EVENTS
+
+NOW = 1_700_100_000.0  # a day and a bit after the histories' clock
+
+
+def _ids(entries: list[CallEntry]) -> list[tuple[str, str | None, str]]:
+    return sorted((e.session_id, e.call_id, e.status) for e in entries)
+
+
+async def test_scan_reports_every_kind_of_finding(adk_store: Store) -> None:
+    """Dead (superseded, stale), pending, id-less and orphaned are each reported, per session."""
+    await fill(adk_store, crashed_histories())
+    report = await scan(adk_store.url, now=NOW)
+    assert report.layout == ("adk_sqlite" if adk_store.kind == "adk_sqlite" else "database")
+    assert report.sessions_scanned == 8
+    assert report.events_scanned == sum(len(h.events) for h in crashed_histories().values())
+    assert _ids(report.dead_calls) == [
+        ("dead", "call-1", "superseded"),
+        ("parallel", "call-2", "superseded"),
+        ("stale", "call-1", "stale"),
+    ]
+    assert report.sessions_needing_healing == 3
+    assert _ids(report.pending_calls) == [("long", "call-1", "pending")]
+    assert report.pending_calls[0].pending_reason == "long_running"
+    assert _ids(report.id_less_calls) == [("idless", None, "id_less")]
+    assert [(r.session_id, r.call_id) for r in report.orphaned_responses] == [
+        ("orphan", "ghost-1")]
+    assert report.needs_healing
+
+
+async def test_scan_matches_classifying_what_adk_reads(adk_store: Store) -> None:
+    """The stored-JSON scan agrees with classify() over the Events ADK's get_session returns."""
+    histories = crashed_histories()
+    await fill(adk_store, histories)
+    report = await scan(adk_store.url, now=NOW, stale_after=3600)
+    service = adk_store.service()
+    expected = []
+    try:
+        for session_id in histories:
+            session = await service.get_session(app_name=APP, user_id=USER,
+                                                session_id=session_id)
+            assert session is not None
+            for finding in classify(session.events, ADK_EVENTS, now=NOW, stale_after=3600).dead:
+                expected.append(CallEntry.of((APP, USER, session_id), finding))
+    finally:
+        closer = getattr(service, "close", None)
+        if closer:
+            await closer()
+    assert sorted(report.dead_calls, key=repr) == sorted(expected, key=repr)
+
+
+async def test_scan_is_read_only(adk_store: Store) -> None:
+    """Scanning leaves every table byte-identical (the whole file, for SQLite)."""
+    await fill(adk_store, crashed_histories())
+    before = await snapshot(adk_store)
+    await scan(adk_store.url, now=NOW)
+    assert await snapshot(adk_store) == before
+
+
+async def test_stale_needs_age_superseded_does_not(adk_store: Store) -> None:
+    """A newest-invocation call is stale only past stale_after; superseded calls always count."""
+    await fill(adk_store, crashed_histories())
+    young = await scan(adk_store.url, now=NOW, stale_after=10 * 365 * 86400)
+    assert {e.status for e in young.dead_calls} == {"superseded"}
+    never = await scan(adk_store.url, now=NOW, stale_after=None)
+    assert len(never.dead_calls) == 2
+
+
+async def test_filters_restrict_the_scan(adk_store: Store) -> None:
+    """--app/--user/--session filters select sessions in SQL."""
+    histories = crashed_histories()
+    await fill(adk_store, {"dead": histories["dead"]})
+    await fill(adk_store, {"stale": histories["stale"]}, user="other")
+    only_other = await scan(adk_store.url, now=NOW, where=SessionFilter(user_id="other"))
+    assert _ids(only_other.dead_calls) == [("stale", "call-1", "stale")]
+    assert only_other.sessions_scanned == 1
+    one = await scan(adk_store.url, now=NOW, where=SessionFilter(session_id="dead"))
+    assert _ids(one.dead_calls) == [("dead", "call-1", "superseded")]
+    none = await scan(adk_store.url, now=NOW, where=SessionFilter(app_name="nope"))
+    assert none.sessions_scanned == 0 and not none.dead_calls
+
+
+async def test_stream_orders_ties_like_adk(adk_store: Store) -> None:
+    """Events with equal timestamps come back in ADK's order ((timestamp, id) or rowid)."""
+    history = History(step=0.0)
+    history.user("same instant")
+    call = history.call("tool")
+    history.respond((call, "tool"))
+    history.text("done")
+    await fill(adk_store, {"tie": history})
+    service = adk_store.service()
+    try:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id="tie")
+    finally:
+        closer = getattr(service, "close", None)
+        if closer:
+            await closer()
+    assert session is not None
+    store = await open_store(adk_store.url)
+    try:
+        streamed = [s async for s in store.stream_sessions(SessionFilter())]
+    finally:
+        await store.close()
+    assert [e["id"] for e in streamed[0].events] == [e.id for e in session.events]
+
+
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite"])
+async def test_layout_is_read_from_the_file(kind: str, tmp_path: Path) -> None:
+    """A SqliteSessionService file is recognised whatever scheme names it, and vice versa."""
+    async for adk_store in make_store(kind, tmp_path):
+        await fill(adk_store, crashed_histories())
+        other_scheme = (f"sqlite+aiosqlite:///{adk_store.sqlite_path}" if kind == "adk_sqlite"
+                        else f"sqlite:///{adk_store.sqlite_path}")
+        store = await open_store(other_scheme)
+        await store.close()
+        expected = Layout.ADK_SQLITE if kind == "adk_sqlite" else Layout.DATABASE
+        assert store.layout is expected
+
+
+async def test_scan_service_fallback_on_in_memory() -> None:
+    """Services without SQL storage are scanned through list_sessions + get_session."""
+    service = InMemorySessionService()
+    for session_id, history in crashed_histories().items():
+        session = await service.create_session(app_name=APP, user_id=USER, session_id=session_id)
+        for event in history.events:
+            await service.append_event(session, event)
+    report = await scan_service(service, app_name=APP, now=NOW)
+    assert report.layout == "service"
+    assert report.sessions_scanned == 8
+    assert _ids(report.dead_calls) == [
+        ("dead", "call-1", "superseded"),
+        ("parallel", "call-2", "superseded"),
+        ("stale", "call-1", "stale"),
+    ]
+    one = await scan_service(service, app_name=APP, session_id="dead", now=time.time())
+    assert one.sessions_scanned == 1

@@ -1,0 +1,114 @@
+"""Store URLs: the forms ADK users pass, the one-line refusals, and redaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adk_session_heal.errors import UnsupportedStoreError
+from adk_session_heal.store.urls import parse_store_url, redact_url
+
+
+@pytest.fixture
+def db_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An existing (empty) file named sessions.db in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "sessions.db"
+    path.write_bytes(b"")
+    return path
+
+
+def test_adk_sqlite_scheme_is_a_relative_file(db_file: Path) -> None:
+    """``sqlite:///x.db`` (ADK's SqliteSessionService form) is a file relative to the cwd."""
+    url = parse_store_url("sqlite:///sessions.db")
+    assert url.backend == "sqlite"
+    assert url.adk_sqlite_scheme
+    assert url.sqlite_path == Path("sessions.db")
+    assert not url.read_only
+
+
+def test_aiosqlite_absolute_path_and_read_only(db_file: Path) -> None:
+    """Four slashes are absolute, and ``?mode=ro`` asks for read-only access."""
+    url = parse_store_url(f"sqlite+aiosqlite:///{db_file}?mode=ro")
+    assert url.sqlite_path == db_file
+    assert url.read_only
+    assert url.sqlite_uri(writable=True).endswith("?mode=ro")
+
+
+def test_sqlite_connect_uri_never_creates(db_file: Path) -> None:
+    """SQLite files are opened by URI with mode=ro or mode=rw, never the creating mode."""
+    url = parse_store_url("sqlite+aiosqlite:///sessions.db")
+    assert url.sqlite_uri(writable=False).endswith("?mode=ro")
+    assert url.sqlite_uri(writable=True).endswith("?mode=rw")
+    assert url.sqlalchemy_url(writable=True).query == {"uri": "true"}
+
+
+@pytest.mark.parametrize(
+    ("url", "backend"),
+    [
+        ("postgresql+asyncpg://u:pw@h/db", "postgresql"),
+        ("mysql+aiomysql://u:pw@h/db", "mysql"),
+        ("mariadb+asyncmy://u:pw@h/db", "mariadb"),
+        ("mysql+asyncmy://u:pw@h/db", "mysql"),
+    ],
+)
+def test_async_server_urls(url: str, backend: str) -> None:
+    """Server URLs with an async driver are accepted, and their repr hides the password."""
+    parsed = parse_store_url(url)
+    assert parsed.backend == backend
+    assert "pw" not in repr(parsed) and "pw" not in str(parsed)
+    assert parsed.password == "pw"
+
+
+@pytest.mark.parametrize(
+    ("url", "fix"),
+    [
+        ("postgresql://u:secret@h/db", "postgresql+asyncpg://"),
+        ("postgresql+psycopg2://u:secret@h/db", "postgresql+asyncpg://"),
+        ("mysql://u:secret@h/db", "mysql+aiomysql://"),
+        ("mysql+pymysql://u:secret@h/db", "mysql+aiomysql://"),
+        ("mariadb://u:secret@h/db", "mariadb+asyncmy://"),
+    ],
+)
+def test_sync_driver_is_refused_with_the_async_form(url: str, fix: str) -> None:
+    """A synchronous driver gets one line naming the async URL to use, without the password."""
+    with pytest.raises(UnsupportedStoreError) as caught:
+        parse_store_url(url)
+    message = str(caught.value)
+    assert fix in message
+    assert "secret" not in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("sessions.db", "not a database URL"),
+        ("sqlite://", "in-memory"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite+aiosqlite:///no/such/file.db", "no SQLite file"),
+        ("memory://", "unsupported URL scheme"),
+        ("agentengine://123", "scan_service"),
+        ("postgresql+asyncpg://u:secret@h", "names no database"),
+        ("sqlite+pysqlcipher:///x.db", "SQLite driver"),
+    ],
+)
+def test_bad_urls_get_one_line_with_the_fix(url: str, words: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each malformed or unsupported URL is refused with one line saying what to pass."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsupportedStoreError) as caught:
+        parse_store_url(url)
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert "secret" not in str(caught.value)
+    assert not (tmp_path / "no").exists()
+
+
+def test_redaction_masks_password_and_query_values() -> None:
+    """Passwords and every query value are masked, even in URLs that do not parse."""
+    assert redact_url("postgresql+asyncpg://u:secret@h/db?sslpassword=x") == (
+        "postgresql+asyncpg://u:***@h/db?sslpassword=REDACTED"
+    )
+    assert "secret" not in redact_url("weird://u:secret@h:notaport/db")

@@ -14,6 +14,7 @@ from stores import (
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
     crashed_histories,
     fill,
+    make_store,
     snapshot,
 )
 

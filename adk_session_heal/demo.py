@@ -50,11 +50,15 @@ __all__ = [
     "CRASH_EXIT_CODE",
     "USER_ID",
     "DemoResult",
+    "build_runner",
     "crash_turn",
+    "describe_event",
     "get_weather",
     "offline_weather_model",
     "resume_turn",
     "run_demo",
+    "spawn_crash",
+    "temporary_sqlite_url",
     "weather_agent",
     "weather_reply",
 ]
@@ -140,6 +144,12 @@ async def crash_turn(db_url: str, session_id: str) -> None:
     await _run_turn(build_runner(service, model), session_id, "What's the weather in Paris?")
 
 
+def temporary_sqlite_url() -> str:
+    """Returns the URL of a new SQLite file in a fresh temporary directory."""
+    directory = Path(tempfile.mkdtemp(prefix="adk-session-heal-"))
+    return f"sqlite+aiosqlite:///{directory / 'sessions.db'}"
+
+
 def spawn_crash(db_url: str, session_id: str) -> int:
     """Runs :func:`crash_turn` in a child process that dies mid-tool.
 
@@ -187,7 +197,8 @@ async def resume_turn(service: BaseSessionService, session_id: str, text: str) -
     return DemoResult(session=session, first_request=model.requests[0], heals=tuple(heals))
 
 
-def _describe(event: Any) -> str:
+def describe_event(event: Any) -> str:
+    """Returns one line showing an event's texts, calls and responses."""
     parts = event.content.parts if event.content else []
     shown = []
     for part in parts or ():
@@ -219,7 +230,7 @@ def history_table(title: str, events: Sequence[Any]) -> Table:
             str(index + 1),
             event.author + synthetic,
             event.invocation_id[-8:],
-            _describe(event),
+            describe_event(event),
             status_by_event.get(index, ""),
         )
     return table

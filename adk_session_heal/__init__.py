@@ -28,29 +28,35 @@ from .findings import (
 from .healing import HealPlan, apply_heals, build_heal_event, heal_event_id, plan_heals
 from .pairing import CallOccurrence, OrphanedResponse, Pairing, pair
 from .policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
+from .records import HealRecord, HealTrigger
+from .service import HealingSessionService, HealLedger
 from .views import ADK_EVENTS, HEAL_METADATA_KEY, STORED_JSON, EventAccess
 
 __all__ = [
     "ADK_EVENTS",
-    "DEFAULT_PAYLOAD",
-    "HEALABLE",
-    "HEAL_METADATA_KEY",
-    "STORED_JSON",
     "CallFinding",
     "CallOccurrence",
     "CallStatus",
+    "DEFAULT_PAYLOAD",
     "DeadCall",
     "EventAccess",
+    "HEALABLE",
+    "HEAL_METADATA_KEY",
     "HealError",
+    "HealLedger",
     "HealPlan",
     "HealPolicy",
+    "HealRecord",
+    "HealTrigger",
     "HealWriteError",
+    "HealingSessionService",
     "LedgerError",
     "OrphanedResponse",
     "Pairing",
     "PendingReason",
     "ReadOnlyStoreError",
     "ResponseFinding",
+    "STORED_JSON",
     "SessionFindings",
     "StoreError",
     "UnsupportedStoreError",

@@ -1,0 +1,161 @@
+"""Benchmark: what HealingSessionService costs on healthy sessions (not a test).
+
+Measures, side by side in one run, on DatabaseSessionService over SQLite:
+
+* ``get_session`` of a clean session (every call answered) of 50, 1,000 and
+  10,000 events: bare inner service vs wrapped. Goal: ratio <= 1.01.
+* one full ``Runner`` invocation (get_session, append the user message, one
+  model call, append the reply) on a clean 200-event session: bare vs wrapped.
+  Goal: ratio <= 1.02.
+
+Bare and wrapped runs alternate (ABAB...) so drift hits both; each row reports
+the median of the repetitions. Run: ``python benchmarks/bench_service.py``
+(``--quick`` for fewer repetitions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService, DatabaseSessionService
+from google.genai import types
+
+from adk_session_heal import HealingSessionService, classify
+from adk_session_heal.testing import History, ScriptedModel
+
+APP, USER = "bench", "user"
+
+
+def clean_history(n_events: int) -> History:
+    """Returns a healthy tool-using history of about ``n_events`` events."""
+    history = History(start=time.time() - n_events, step=0.5)
+    while len(history.events) < n_events:
+        history.user("question")
+        call = history.call("lookup", {"q": "x"})
+        history.respond((call, "lookup"))
+        history.text("answer")
+    return history
+
+
+async def seed(service: BaseSessionService, n_events: int) -> str:
+    session = await service.create_session(app_name=APP, user_id=USER)
+    for event in clean_history(n_events).events:
+        await service.append_event(session, event)
+    return session.id
+
+
+async def alternate(
+    bare: Callable[[], Awaitable[object]],
+    wrapped: Callable[[], Awaitable[object]],
+    repetitions: int,
+) -> tuple[float, float]:
+    """Runs bare and wrapped alternately; returns their median seconds."""
+    times: dict[str, list[float]] = {"bare": [], "wrapped": []}
+    await bare()
+    await wrapped()
+    for i in range(repetitions):
+        order = (("bare", bare), ("wrapped", wrapped))
+        for name, fn in order if i % 2 == 0 else reversed(order):
+            gc.collect()
+            start = time.perf_counter()
+            await fn()
+            times[name].append(time.perf_counter() - start)
+    return statistics.median(times["bare"]), statistics.median(times["wrapped"])
+
+
+async def bench_get_session(directory: Path, sizes: list[int], repetitions: int) -> list[tuple]:
+    rows = []
+    for size in sizes:
+        inner = DatabaseSessionService(f"sqlite+aiosqlite:///{directory}/get_{size}.db")
+        wrapped = HealingSessionService(inner)
+        session_id = await seed(inner, size)
+        reps = max(5, repetitions if size < 10_000 else repetitions // 4)
+
+        async def bare_get() -> object:
+            return await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
+
+        async def wrapped_get() -> object:
+            return await wrapped.get_session(app_name=APP, user_id=USER, session_id=session_id)
+
+        bare_s, wrapped_s = await alternate(bare_get, wrapped_get, reps)
+        loaded = await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        assert loaded is not None
+        added = classification_cost(loaded.events)
+        rows.append((f"get_session, {size:,} events", bare_s, wrapped_s, reps, 1.01, added))
+        await inner.close()
+    return rows
+
+
+async def bench_runner(directory: Path, repetitions: int) -> tuple:
+    inner_a = DatabaseSessionService(f"sqlite+aiosqlite:///{directory}/runner_bare.db")
+    inner_b = DatabaseSessionService(f"sqlite+aiosqlite:///{directory}/runner_wrapped.db")
+    wrapped = HealingSessionService(inner_b)
+    bare_id = await seed(inner_a, 200)
+    wrapped_id = await seed(inner_b, 200)
+
+    def runner_for(service: BaseSessionService) -> Runner:
+        model = ScriptedModel(script=[ScriptedModel.say("ok")] * (repetitions + 5))
+        agent = LlmAgent(name="bench_agent", model=model, instruction="Answer.")
+        return Runner(app_name=APP, agent=agent, session_service=service)
+
+    bare_runner, wrapped_runner = runner_for(inner_a), runner_for(wrapped)
+    message = types.Content(role="user", parts=[types.Part(text="hi")])
+
+    async def invoke(runner: Runner, session_id: str) -> None:
+        async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message):
+            pass
+
+    bare_s, wrapped_s = await alternate(
+        lambda: invoke(bare_runner, bare_id), lambda: invoke(wrapped_runner, wrapped_id),
+        repetitions,
+    )
+    await inner_a.close()
+    await inner_b.close()
+    loaded = await inner_b.get_session(app_name=APP, user_id=USER, session_id=wrapped_id)
+    assert loaded is not None
+    # Per invocation the wrapper classifies twice: in get_session and at the
+    # invocation boundary of the user message's append.
+    added = 2 * classification_cost(loaded.events)
+    return ("Runner invocation, 200-event session", bare_s, wrapped_s, repetitions, 1.02, added)
+
+
+def classification_cost(events: list) -> float:
+    """Median seconds of the work the wrapper adds on a healthy session."""
+    samples = []
+    for _ in range(50):
+        start = time.perf_counter()
+        classify(events, now=time.time()).needs_healing
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def print_table(rows: list[tuple]) -> None:
+    print(f"{'measurement':38} {'bare ms':>9} {'wrapped ms':>10} {'ratio':>6} {'goal':>6}"
+          f" {'added ms':>9} {'added/bare':>10} {'n':>4}")
+    for name, bare_s, wrapped_s, n, goal, added in rows:
+        print(f"{name:38} {bare_s * 1e3:9.2f} {wrapped_s * 1e3:10.2f} {wrapped_s / bare_s:6.3f}"
+              f" {'<=' + str(goal):>6} {added * 1e3:9.3f} {1 + added / bare_s:10.4f} {n:4d}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    repetitions = 10 if args.quick else 60
+    with tempfile.TemporaryDirectory() as directory:
+        rows = await bench_get_session(Path(directory), [50, 1_000, 10_000], repetitions)
+        rows.append(await bench_runner(Path(directory), repetitions))
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

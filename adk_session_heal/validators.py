@@ -373,29 +373,44 @@ def gemini_steps(contents: Sequence[GeminiContent]) -> tuple[list[Step], list[st
     """
     steps: list[Step] = []
     roles: list[str] = []
+    append_step, append_role = steps.append, roles.append
     for content in contents:
-        calls: list[Ref] = []
-        responses: list[Ref] = []
+        # Lists are only allocated for contents that hold calls or responses:
+        # most do not, and this loop runs on every model request.
+        calls: list[Ref] | None = None
+        responses: list[Ref] | None = None
         if isinstance(content, types.Content):
-            roles.append(content.role or "")
+            append_role(content.role or "")
             for part in content.parts or ():
                 call = part.function_call
                 if call is not None:
+                    if calls is None:
+                        calls = []
                     calls.append((call.id or None, call.name or ""))
-                elif part.function_response is not None:
-                    response = part.function_response
-                    responses.append((response.id or None, response.name or ""))
+                    continue
+                answer = part.function_response
+                if answer is not None:
+                    if responses is None:
+                        responses = []
+                    responses.append((answer.id or None, answer.name or ""))
         else:
-            roles.append(content.get("role") or "")
+            append_role(content.get("role") or "")
             for part in content.get("parts") or ():
                 call = _get(part, "function_call", "functionCall")
                 if call is not None:
+                    if calls is None:
+                        calls = []
                     calls.append((call.get("id") or None, call.get("name") or ""))
                     continue
-                response = _get(part, "function_response", "functionResponse")
-                if response is not None:
-                    responses.append((response.get("id") or None, response.get("name") or ""))
-        steps.append((calls, responses) if calls or responses else EMPTY_STEP)
+                answer = _get(part, "function_response", "functionResponse")
+                if answer is not None:
+                    if responses is None:
+                        responses = []
+                    responses.append((answer.get("id") or None, answer.get("name") or ""))
+        if calls is None and responses is None:
+            append_step(EMPTY_STEP)
+        else:
+            append_step((calls or (), responses or ()))
     return steps, roles
 
 

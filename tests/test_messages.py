@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+from contents import seed_history, valid_histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from adk_session_heal.messages import (
 )
 from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
 from adk_session_heal.validators import validate_anthropic, validate_openai_chat
-from contents import seed_history, valid_histories
 
 
 def _call(call_id: str) -> dict[str, Any]:
@@ -41,7 +41,7 @@ CHAT: list[dict[str, Any]] = [
 
 def test_atomic_groups_hold_call_results_and_follow_up() -> None:
     """An assistant tool call, its tool messages and the follow-up form one group."""
-    assert atomic_groups(CHAT) == [range(0, 1), range(1, 2), range(2, 6), range(6, 7)]
+    assert atomic_groups(CHAT) == [range(1), range(1, 2), range(2, 6), range(6, 7)]
 
 
 def test_align_tail_start_moves_back_but_not_into_the_prefix() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contents import all_problems, answers, calls, model, seed_history, user, valid_histories
 from hypothesis import given, settings
 
 from adk_session_heal.formats import convert, to_anthropic, to_openai_chat
@@ -18,7 +19,6 @@ from adk_session_heal.validators import (
     validate_openai_chat,
     validate_openai_responses,
 )
-from contents import all_problems, answers, calls, model, seed_history, user, valid_histories
 
 
 def test_positional_pairing_gives_each_parallel_idless_call_its_response() -> None:

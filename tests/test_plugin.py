@@ -1,0 +1,291 @@
+"""Tests for adk_session_heal.plugin: the tool-aware context filter."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from contents import (
+    all_problems,
+    answers,
+    calls,
+    model,
+    seed_history,
+    user,
+    valid_histories,
+)
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.models.llm_request import LlmRequest
+from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adk_session_heal.plugin import ContextWindow, ToolAwareContextFilterPlugin
+from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
+from adk_session_heal.testing import ProviderRejected, ScriptedModel
+
+
+def _numbers(out: list[types.Content], history: list[types.Content]) -> list[int]:
+    return [next(i + 1 for i, c in enumerate(history) if c is o) for o in out]
+
+
+def _is_subsequence(out: list[types.Content], history: list[types.Content]) -> bool:
+    it = iter(history)
+    return all(any(o is c for c in it) for o in out)
+
+
+def _newest_human(history: list[types.Content]) -> types.Content | None:
+    humans = [c for c in history
+              if c.role == "user" and not any(p.function_response for p in c.parts or ())]
+    return humans[-1] if humans else None
+
+
+def test_seed_example_keeps_contents_3_to_9() -> None:
+    """The issue's example: keep 2 invocations of #1-#9 gives #3-#9."""
+    history = seed_history()
+    assert _numbers(ContextWindow(num_invocations_to_keep=2).apply(history), history) == [
+        3, 4, 5, 6, 7, 8, 9]
+    assert _numbers(ContextWindow(num_invocations_to_keep=1).apply(history), history) == [
+        7, 8, 9]
+
+
+def test_cut_widens_back_to_the_invocation_holding_the_call() -> None:
+    """A response answered in a later invocation pulls the call's invocation in."""
+    history = [user("a"), calls(("lr", "job")), user("b"), model("ok"),
+               user("c"), answers(("lr", "job")), model("done")]
+    out = ContextWindow(num_invocations_to_keep=1).apply(history)
+    assert _numbers(out, history) == [1, 2, 3, 4, 5, 6, 7]
+    assert ContextWindow(num_invocations_to_keep=1).apply(history[2:]) == history[4:]
+
+
+def test_hysteresis_trims_only_after_n_plus_k() -> None:
+    """With hysteresis 3 and N=1, two or three invocations stay; four trim to one."""
+    window = ContextWindow(num_invocations_to_keep=1, hysteresis=3)
+    three = [user("1"), model("a"), user("2"), model("b"), user("3"), model("c")]
+    assert window.apply(three) == three
+    four = [*three, user("4"), model("d")]
+    assert window.apply(four) == four[6:]
+
+
+def test_budget_keeps_whole_invocations_that_fit_and_the_prefix() -> None:
+    """A character budget keeps newest whole invocations plus the protected prefix."""
+    history = [user("sys"), user("x" * 50), model("y" * 50), user("q"), calls(("c", "f")),
+               answers(("c", "f")), model("ans")]
+    out = ContextWindow(budget=40, protected_prefix=1).apply(history)
+    assert out[0] is history[0]
+    assert _numbers(out, history) == [1, 4, 5, 6, 7]
+    tiny = ContextWindow(budget=0).apply(history)
+    assert _numbers(tiny, history) == [4, 5, 6, 7]  # the newest invocation always stays
+
+
+def test_protected_prefix_extends_to_close_its_tool_cycle() -> None:
+    """A prefix ending on a call keeps its response too."""
+    history = [user("a"), calls(("c", "f")), answers(("c", "f")), user("b"), model("x"),
+               user("c"), model("y")]
+    out = ContextWindow(num_invocations_to_keep=1, protected_prefix=2).apply(history)
+    assert _numbers(out, history) == [1, 2, 3, 6, 7]
+    assert all_problems(out) == []
+
+
+def test_custom_filter_breaking_a_pair_is_widened() -> None:
+    """A filter dropping a call content gets it (and its user turn) restored."""
+    history = seed_history()
+    window = ContextWindow(num_invocations_to_keep=2,
+                           custom_filter=lambda cs: [c for c in cs if c is not history[3]])
+    out = window.apply(history)
+    assert _numbers(out, history) == [3, 4, 5, 6, 7, 8, 9]
+
+
+def test_custom_filter_breaking_a_pair_is_dropped_when_asked() -> None:
+    """repair="drop" removes the orphaned response instead."""
+    history = seed_history()
+    window = ContextWindow(num_invocations_to_keep=2, repair="drop",
+                           custom_filter=lambda cs: [c for c in cs if c is not history[3]])
+    out = window.apply(history)
+    assert _numbers(out, history) == [3, 6, 7, 8, 9]
+    assert all_problems(out) == []
+
+
+def test_custom_filter_may_add_its_own_contents() -> None:
+    """A summarising filter's new content is kept in place; pairs around it stay whole."""
+    history = seed_history()
+    summary = model("summary of earlier turns")
+    window = ContextWindow(custom_filter=lambda cs: [cs[0], summary, *cs[6:]])
+    out = window.apply(history)
+    assert out[1] is summary
+    assert all_problems(out) == []
+
+
+def test_in_request_heal_answers_with_the_wrappers_payload() -> None:
+    """heal=True answers an unanswered call right after it with DEFAULT_PAYLOAD."""
+    history = [user("a"), calls(("c1", "f"), ("c2", "f")), answers(("c1", "f")), user("b")]
+    out = ContextWindow(heal=True).apply(history)
+    assert all_problems(out) == []
+    healed = out[2].parts or []
+    assert [p.function_response.id for p in healed if p.function_response] == ["c1", "c2"]
+    assert healed[1].function_response and healed[1].function_response.response == dict(
+        DEFAULT_PAYLOAD)
+    assert history[2].parts is not None and len(history[2].parts) == 1  # input untouched
+    custom = ContextWindow(heal=HealPolicy(payload={"error": "lost"})).apply(history)
+    assert custom[2].parts and custom[2].parts[1].function_response
+    assert custom[2].parts[1].function_response.response == {"error": "lost"}
+
+
+# -- properties ------------------------------------------------------------------
+
+WINDOWS = st.builds(
+    ContextWindow,
+    num_invocations_to_keep=st.one_of(st.none(), st.integers(1, 5)),
+    budget=st.one_of(st.none(), st.integers(0, 200)),
+    protected_prefix=st.integers(0, 3),
+    hysteresis=st.integers(1, 3),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(valid_histories(), WINDOWS)
+def test_any_window_of_a_valid_history_is_valid(history: list[Any],
+                                                window: ContextWindow) -> None:
+    """Output passes all four validators, is a subsequence, keeps the newest human message."""
+    out = window.apply(history)
+    assert all_problems(out) == []
+    assert _is_subsequence(out, history)
+    newest = _newest_human(history)
+    assert newest is None or any(c is newest for c in out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(valid_histories(), WINDOWS, st.sets(st.integers(0, 40)),
+       st.sampled_from(["widen", "drop"]))
+def test_any_custom_filter_output_is_repaired(history: list[Any], window: ContextWindow,
+                                              drop: set[int], mode: str) -> None:
+    """Whatever a filter removes (newest human message aside), the output is valid."""
+    newest = _newest_human(history)
+
+    def custom(contents: list[types.Content]) -> list[types.Content]:
+        return [c for i, c in enumerate(contents) if i not in drop or c is newest]
+
+    configured = ContextWindow(
+        num_invocations_to_keep=window.num_invocations_to_keep, budget=window.budget,
+        protected_prefix=window.protected_prefix, hysteresis=window.hysteresis,
+        custom_filter=custom, repair=mode)  # type: ignore[arg-type]
+    out = configured.apply(history)
+    assert all_problems(out) == []
+    assert _is_subsequence(out, history)
+    assert newest is None or any(c is newest for c in out)
+
+
+@settings(max_examples=100, deadline=None)
+@given(valid_histories(), WINDOWS, st.sets(st.integers(0, 40)))
+def test_broken_input_is_healed_in_request(history: list[Any], window: ContextWindow,
+                                           lost: set[int]) -> None:
+    """With heal on, a history with lost contents is sent valid; only synthetic parts added."""
+    broken = [c for i, c in enumerate(history)
+              if i not in lost or not any(p.function_response for p in c.parts or ())]
+    healer = ContextWindow(num_invocations_to_keep=window.num_invocations_to_keep,
+                           budget=window.budget, hysteresis=window.hysteresis, heal=True)
+    out = healer.apply(broken)
+    assert all_problems(out) == []
+    originals = {id(p) for c in broken for p in c.parts or ()}
+    for content in out:
+        for part in content.parts or ():
+            assert id(part) in originals or (
+                part.function_response is not None
+                and part.function_response.response == dict(DEFAULT_PAYLOAD))
+
+
+@settings(max_examples=40, deadline=None)
+@given(valid_histories(idless=True), WINDOWS)
+def test_idless_histories_keep_gemini_happy(history: list[Any], window: ContextWindow) -> None:
+    """Id-less parallel calls (Gemini requests) are never split either."""
+    assert all_problems(window.apply(history), with_ids=False) == []
+
+
+# -- the plugin in ADK ---------------------------------------------------------------
+
+
+class _Context:
+    """The one attribute the plugin reads from a CallbackContext."""
+
+    class session:  # noqa: N801
+        events: list[Any] = []
+
+
+async def test_raising_filter_leaves_request_exactly_as_it_came(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A custom filter that raises changes nothing and is logged with its traceback."""
+
+    def boom(contents: list[types.Content]) -> list[types.Content]:
+        raise RuntimeError("filter exploded")
+
+    plugin = ToolAwareContextFilterPlugin(num_invocations_to_keep=1, custom_filter=boom)
+    request = LlmRequest(contents=seed_history())
+    before_list, before = request.contents, list(request.contents)
+    with caplog.at_level(logging.ERROR, logger="adk_session_heal.plugin"):
+        result = await plugin.before_model_callback(
+            callback_context=_Context(), llm_request=request)  # type: ignore[arg-type]
+    assert result is None
+    assert request.contents is before_list and request.contents == before
+    assert all(a is b for a, b in zip(request.contents, before, strict=True))
+    (record,) = caplog.records
+    assert record.exc_info is not None and "filter exploded" in str(record.exc_info[1])
+
+
+def _strict(contents: Any) -> list[str]:
+    return [p.message for p in all_problems(contents)]
+
+
+def _lookup(topic: str) -> dict[str, str]:
+    """Looks a topic up."""
+    return {"topic": topic, "facts": "many"}
+
+
+async def _run(plugin: Any, script: list[Any]) -> ScriptedModel:
+    model_ = ScriptedModel(script=script, validate=_strict)
+    agent = LlmAgent(name="assistant", model=model_, tools=[_lookup])
+    service = InMemorySessionService()
+    runner = Runner(agent=agent, app_name="app", session_service=service, plugins=[plugin])
+    session = await service.create_session(app_name="app", user_id="u")
+    for text in ("hello", "tell me about X", "tell me more"):
+        async for _event in runner.run_async(
+                user_id="u", session_id=session.id,
+                new_message=types.Content(role="user", parts=[types.Part(text=text)])):
+            pass
+    return model_
+
+
+def _script() -> list[Any]:
+    return [
+        ScriptedModel.say("hi"),
+        ScriptedModel.call("_lookup", {"topic": "X"}, call_id="c1"),
+        ScriptedModel.say("X is ..."),
+        ScriptedModel.call("_lookup", {"topic": "X more"}, call_id="c2"),
+        ScriptedModel.say("more about X"),
+    ]
+
+
+async def test_plugin_in_a_real_runner_sends_whole_invocations() -> None:
+    """Inside Runner + LlmAgent, each request holds the last 2 invocations, all valid."""
+    model_ = await _run(ToolAwareContextFilterPlugin(num_invocations_to_keep=2), _script())
+    last = model_.requests[-1].contents
+    texts = [p.text for c in last for p in c.parts or () if p.text]
+    assert texts[0] == "tell me about X"
+    assert len(last) == 7  # the seed example, #3-#9, as ADK builds it
+
+
+async def test_adk_plugin_with_a_pair_breaking_filter_is_rejected_ours_is_not() -> None:
+    """The same call-dropping filter breaks ADK's plugin request but not ours."""
+
+    def drop_calls(contents: list[types.Content]) -> list[types.Content]:
+        return [c for c in contents if not any(p.function_call for p in c.parts or ())]
+
+    with pytest.raises(ProviderRejected):
+        await _run(ContextFilterPlugin(num_invocations_to_keep=2, custom_filter=drop_calls),
+                   _script())
+    model_ = await _run(ToolAwareContextFilterPlugin(num_invocations_to_keep=2,
+                                                     custom_filter=drop_calls), _script())
+    assert len(model_.requests) == 5

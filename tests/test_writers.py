@@ -1,0 +1,118 @@
+"""Tests for adk_session_heal.store.writers: one writer per kind of session service."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.sessions import (
+    BaseSessionService,
+    DatabaseSessionService,
+    InMemorySessionService,
+    Session,
+)
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.genai import types
+from test_service import APP, USER, store_crashed, synthetic
+
+from adk_session_heal.policy import HealPolicy
+from adk_session_heal.service import HealingSessionService
+from adk_session_heal.store.writers import (
+    AppendWriter,
+    DatabaseWriter,
+    InMemoryWriter,
+    SqliteWriter,
+    writer_for,
+)
+from adk_session_heal.testing import History
+
+
+class OpaqueSessionService(BaseSessionService):
+    """A session service the wrapper does not know (as Vertex AI's would be).
+
+    It keeps its sessions in an InMemorySessionService it does not expose, so
+    the only way to write to it is its public append_event.
+    """
+
+    def __init__(self) -> None:
+        self._store = InMemorySessionService()
+
+    async def create_session(self, **kwargs: Any) -> Session:
+        return await self._store.create_session(**kwargs)
+
+    async def get_session(
+        self, *, app_name: str, user_id: str, session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        return await self._store.get_session(
+            app_name=app_name, user_id=user_id, session_id=session_id, config=config)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None
+                            ) -> ListSessionsResponse:
+        return await self._store.list_sessions(app_name=app_name, user_id=user_id)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await self._store.delete_session(app_name=app_name, user_id=user_id,
+                                         session_id=session_id)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        return await self._store.append_event(session, event)
+
+
+async def test_writer_is_chosen_by_service_kind(tmp_path: Path) -> None:
+    """ADK's own stores get revision-safe writers; anything else goes through append."""
+    database = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path}/d.db")
+    await database.prepare_tables()
+    assert isinstance(writer_for(database), DatabaseWriter)
+    assert isinstance(writer_for(SqliteSessionService(str(tmp_path / "s.db"))), SqliteWriter)
+    assert isinstance(writer_for(InMemorySessionService()), InMemoryWriter)
+    assert isinstance(writer_for(OpaqueSessionService()), AppendWriter)
+    assert writer_for(OpaqueSessionService()).bumps_revision
+    await database.close()
+
+
+async def test_unknown_service_heals_on_get_only_when_quiet() -> None:
+    """Through append_event a heal bumps the revision, so get_session waits for quiet."""
+    inner = OpaqueSessionService()
+    history = History(start=time.time() - 30)
+    history.user("weather?")
+    history.call("get_weather")
+    history.user("hello?")
+    session = await store_crashed(inner, history)
+
+    busy = HealingSessionService(inner, HealPolicy(quiet_after=600))
+    loaded = await busy.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert loaded is not None and synthetic(loaded.events) == []
+
+    quiet = HealingSessionService(inner, HealPolicy(quiet_after=5))
+    healed = await quiet.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert healed is not None and len(synthetic(healed.events)) == 1
+    stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None and len(synthetic(stored.events)) == 1
+    again = await quiet.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert again is not None and len(synthetic(again.events)) == 1
+
+
+async def test_unknown_service_heals_at_once_on_a_new_invocation() -> None:
+    """On the append path the heal goes through the caller's own session object."""
+    inner = OpaqueSessionService()
+    history = History(start=time.time() - 30)
+    history.user("weather?")
+    history.call("get_weather")
+    session = await store_crashed(inner, history)
+    service = HealingSessionService(inner, HealPolicy(quiet_after=600))
+    loaded = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert loaded is not None
+
+    message = Event(invocation_id="inv-next", author="user",
+                    content=types.Content(role="user", parts=[types.Part(text="hello?")]))
+    await service.append_event(loaded, message)
+
+    stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None
+    assert [e.id for e in stored.events] == ["e-0001", "e-0002", "e-0002-heal", message.id]
+    (heal,) = synthetic(stored.events)
+    assert stored.events[1].timestamp < heal.timestamp < message.timestamp

@@ -47,7 +47,7 @@ from google.adk.cli.utils.service_factory import create_session_service_from_opt
 
 from .policy import HealPolicy
 from .records import HealRecord
-from .service import HealingSessionService
+from .service import HealingSessionService, HealLedger
 
 __all__ = [
     "HEALABLE_SCHEMES",
@@ -110,6 +110,7 @@ def healing_session_service_from_uri(
     *,
     policy: HealPolicy | None = None,
     on_heal: Callable[[HealRecord], object] | None = None,
+    ledger: HealLedger | None = None,
     agents_dir: str | None = None,
     **kwargs: Any,
 ) -> HealingSessionService:
@@ -123,6 +124,8 @@ def healing_session_service_from_uri(
         uri: The healing URI (``heal+`` and a URI ADK accepts).
         policy: What to heal (default: :class:`HealPolicy`).
         on_heal: Called once per heal written (see :class:`HealingSessionService`).
+        ledger: Where to record heals for audit, e.g.
+            :class:`~adk_session_heal.ledger.SqlHealLedger`.
         agents_dir: The agents folder ADK passes; relative SQLite paths and
             Agent Engine settings are resolved as ADK resolves them.
         **kwargs: ADK's ``session_db_kwargs``, passed to the inner service.
@@ -138,13 +141,14 @@ def healing_session_service_from_uri(
         session_service_uri=inner_session_uri(uri),
         session_db_kwargs=dict(kwargs) or None,
     )
-    return HealingSessionService(inner, policy, on_heal=on_heal)
+    return HealingSessionService(inner, policy, on_heal=on_heal, ledger=ledger)
 
 
 def register_healing_session_services(
     policy: HealPolicy | None = None,
     *,
     on_heal: Callable[[HealRecord], object] | None = None,
+    ledger: HealLedger | None = None,
     schemes: Iterable[str] = HEALABLE_SCHEMES,
     registry: ServiceRegistry | None = None,
 ) -> tuple[str, ...]:
@@ -166,6 +170,9 @@ def register_healing_session_services(
     Args:
         policy: The policy of every service built (default: :class:`HealPolicy`).
         on_heal: Called once per heal written, e.g. to count heals.
+        ledger: Where every service built records its heals, e.g.
+            ``SqlHealLedger.from_url(url)`` on the session database (install
+            it first: ``adk-session-heal db upgrade URL``).
         schemes: The inner schemes to register (default: :data:`HEALABLE_SCHEMES`);
             add your own SQLAlchemy ``dialect+driver`` if ADK accepts it.
         registry: The registry (default: ADK's singleton).
@@ -177,7 +184,9 @@ def register_healing_session_services(
         ValueError: A scheme is empty or already starts with ``heal+``.
     """
     target = registry if registry is not None else get_service_registry()
-    factory = functools.partial(healing_session_service_from_uri, policy=policy, on_heal=on_heal)
+    factory = functools.partial(
+        healing_session_service_from_uri, policy=policy, on_heal=on_heal, ledger=ledger
+    )
     registered: list[str] = []
     for scheme in schemes:
         if not scheme or scheme.startswith(HEAL_PREFIX) or "://" in scheme:

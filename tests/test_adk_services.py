@@ -8,6 +8,7 @@ call), against real services and databases.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -28,8 +29,11 @@ from adk_session_heal.adk_services import (
     inner_session_uri,
     register_healing_session_services,
 )
+from adk_session_heal.ledger import SqlHealLedger
+from adk_session_heal.migrate import upgrade
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.service import HealingSessionService
+from adk_session_heal.testing import History
 
 
 @pytest.fixture
@@ -215,3 +219,32 @@ def test_relative_sqlite_paths_resolve_as_adk_resolves_them(
     plain = build("sqlite:///rel.db", tmp_path)
     assert isinstance(plain, SqliteSessionService)
     assert service.inner._db_path == plain._db_path
+
+
+async def test_a_registered_ledger_records_the_heals_of_uri_built_services(
+    fresh_registry: None, opened: list[BaseSessionService], tmp_path: Path
+) -> None:
+    """register_healing_session_services(ledger=...) audits heals made by adk-built services."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    bare = DatabaseSessionService(url)
+    opened.append(bare)
+    history = History(start=time.time() - 60)
+    history.user("weather in Paris?")
+    history.call("get_weather", {"city": "Paris"})
+    session = await bare.create_session(app_name="app", user_id="u")
+    for event in history.events:
+        await bare.append_event(session, event)
+    await upgrade(url)
+    ledger = SqlHealLedger.from_url(url)
+    try:
+        register_healing_session_services(ledger=ledger)
+        service = build("heal+" + url, tmp_path)
+        opened.append(service)
+        fresh = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+        assert fresh is not None
+        history.user("hello?")
+        await service.append_event(fresh, history.events[-1])
+        [record] = await ledger.history(session_id=session.id)
+        assert (record.trigger.value, record.tool_names) == ("append", ("get_weather",))
+    finally:
+        await ledger.close()

@@ -299,4 +299,12 @@ class HealingSessionService(BaseSessionService):
         for record in records:
             report_heal(record, self._on_heal)
         if records and self._ledger is not None:
-            await self._ledger.record(records)
+            try:
+                await self._ledger.record(records)
+            except Exception:
+                if self.policy.raise_errors:
+                    raise
+                logger.exception(
+                    "adk_session_heal: healed session %s but could not record it in the ledger",
+                    session.id,
+                )

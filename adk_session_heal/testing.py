@@ -233,7 +233,9 @@ def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
                 response = part.function_response
                 responses.append((response.id or None, response.name or ""))
         steps.append((calls, responses))
-    pairing = pair(steps)
+    # Positional: ADK strips its own "adk-" ids before a request to most models,
+    # so parallel calls of one tool arrive id-less and pair by position.
+    pairing = pair(steps, idless="positional")
     problems = [
         f"tool call {o.id or o.name} at content {o.step} has no response"
         for o in pairing.occurrences

@@ -411,3 +411,24 @@ async def test_healthy_session_costs_no_extra_sql(tmp_path: object) -> None:
     finally:
         sa_event.remove(inner.db_engine.sync_engine, "before_cursor_execute", count)
         await inner.close()
+
+
+async def test_wrapper_records_heals_in_the_sql_ledger(tmp_path: object) -> None:
+    """With a SqlHealLedger the wrapper's heals are in the audit table, once each."""
+    from adk_session_heal.ledger import SqlHealLedger
+    from adk_session_heal.migrate import upgrade
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
+    inner = DatabaseSessionService(url)
+    session = await store_crashed(inner, crashed_history())
+    await upgrade(url)
+    ledger = SqlHealLedger(inner.db_engine)
+    try:
+        for _ in range(2):
+            await HealingSessionService(inner, ledger=ledger).get_session(
+                app_name=APP, user_id=USER, session_id=session.id)
+        (record,) = await ledger.history(session_id=session.id)
+        assert (record.synthetic_event_id, record.call_ids, record.trigger) == (
+            "e-0002-heal", ("call-1",), HealTrigger.GET_SESSION)
+    finally:
+        await inner.close()

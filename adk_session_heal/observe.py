@@ -13,9 +13,9 @@ nothing. One report is:
     ``app_name``, ``reason``, ``trigger``;
   - counter ``adk_session_heal.healed_calls`` (one per dead call answered),
     the same attributes plus ``tool_name``;
-  - span ``adk_session_heal.heal`` (child of the current span, e.g. ADK's
-    ``invocation`` span), attributes ``adk_session_heal.*`` with the session,
-    event and call ids.
+  - span ``adk_session_heal.heal`` (child of the current span, e.g. the
+    ``invoke_workflow`` span of the ADK run storing its first event),
+    attributes ``adk_session_heal.*`` with the session, event and call ids.
 
   Metric attributes never hold user, session or call ids, so their
   cardinality stays that of apps x tools;

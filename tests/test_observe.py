@@ -237,3 +237,49 @@ def test_the_global_sdk_is_used_even_when_configured_after_the_first_heal() -> N
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "1"
+
+
+ADK_TRACE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from google.adk.sessions import DatabaseSessionService
+    from adk_session_heal.demo import (
+        APP_NAME, USER_ID, resume_turn, spawn_crash, temporary_sqlite_url)
+    from adk_session_heal.service import HealingSessionService
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    async def main():
+        url = temporary_sqlite_url()
+        inner = DatabaseSessionService(url)
+        session = await inner.create_session(app_name=APP_NAME, user_id=USER_ID)
+        assert spawn_crash(url, session.id) == 17
+        await resume_turn(HealingSessionService(inner), session.id, "hello?")
+        await inner.close()
+
+    asyncio.run(main())
+    spans = {s.context.span_id: s for s in exporter.get_finished_spans()}
+    [heal] = [s for s in spans.values() if s.name == "adk_session_heal.heal"]
+    parent = spans[heal.parent.span_id]
+    print(f"{parent.name}|{parent.instrumentation_scope.name}")
+    """
+)
+
+
+def test_in_an_adk_run_the_heal_span_nests_in_adk_s_trace() -> None:
+    """With a global SDK, the heal span of a resumed run is a child of ADK's run span."""
+    completed = subprocess.run(
+        [sys.executable, "-c", ADK_TRACE_SCRIPT],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    parent_name, scope = completed.stdout.strip().splitlines()[-1].split("|")
+    assert parent_name == "invoke_workflow weather_agent", completed.stdout
+    assert scope != "adk_session_heal"

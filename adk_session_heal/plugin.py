@@ -281,10 +281,57 @@ def _closed_prefix(shape: _Shape, length: int) -> int:
     return end
 
 
+def _is_human(content: types.Content) -> bool:
+    """A user-role content holding no function response (a person typed it)."""
+    if content.role != "user":
+        return False
+    return not any(part.function_response is not None for part in content.parts or ())
+
+
+def _tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> int | None:
+    """The count-mode cut, found from the end without pairing the whole history.
+
+    Walks back only until ``keep + hysteresis`` invocation starts are seen, then
+    pairs the kept tail alone. If the tail pairs with no orphan, no kept
+    response belongs to a dropped call, so the cut at the start of the
+    ``keep``-th newest invocation is safe: the same answer :func:`_shape` gives,
+    in time proportional to the tail. Returns ``None`` when the tail has an
+    orphan (the cut may have to widen), leaving the full pass to decide.
+    """
+    starts: list[int] = []
+    index = len(contents) - 1
+    human_after = False
+    while index >= 0 and len(starts) < keep + hysteresis:
+        human = _is_human(contents[index])
+        if human_after and not human:
+            starts.append(index + 1)
+        human_after = human
+        index -= 1
+    if index < 0 and human_after:
+        starts.append(0)
+    if len(starts) < keep + hysteresis:
+        return 0
+    cut = starts[keep - 1]
+    steps, _roles = gemini_steps(contents[cut:])
+    if pair(steps, idless="positional").orphans:
+        return None
+    return cut
+
+
 def _trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
     keep = window.num_invocations_to_keep
     if keep is None and window.budget is None:
         return list(contents)
+    if keep is not None and window.budget is None and window.protected_prefix == 0:
+        fast = _tail_cut(contents, keep, window.hysteresis)
+        if fast is not None:
+            return list(contents[fast:])
+    return _full_trim(contents, window)
+
+
+def _full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
+    """The trim from one pass over every content plus a full pairing."""
+    keep = window.num_invocations_to_keep
     shape = _shape(contents)
     starts, safe = shape.starts, shape.safe
     cut = 0

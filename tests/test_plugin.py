@@ -289,3 +289,16 @@ async def test_adk_plugin_with_a_pair_breaking_filter_is_rejected_ours_is_not() 
     model_ = await _run(ToolAwareContextFilterPlugin(num_invocations_to_keep=2,
                                                      custom_filter=drop_calls), _script())
     assert len(model_.requests) == 5
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.booleans().flatmap(lambda idless: valid_histories(idless=idless)),
+       st.integers(0, 6), st.integers(1, 4), st.integers(1, 3))
+def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, keep: int,
+                                            hysteresis: int) -> None:
+    """The count-mode fast path cuts exactly where the full pairing pass would."""
+    from adk_session_heal.plugin import _full_trim, _trim
+
+    contents = history[dropped:]  # dropping a prefix may orphan responses
+    window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis)
+    assert _trim(contents, window) == _full_trim(contents, window)

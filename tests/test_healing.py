@@ -162,3 +162,23 @@ def test_never_heals_in_flight_pending_or_idless(ops: list) -> None:
     for finding in findings.calls:
         key = (finding.event_index, finding.call_id)
         assert (key in healed_ids) == (finding.status is CallStatus.SUPERSEDED)
+
+
+@settings(max_examples=100, deadline=None)
+@given(OPS)
+def test_healed_calls_never_trouble_a_provider(ops: list) -> None:
+    """Every problem a provider validator still reports involves a call we did not heal
+    (e.g. a real response stored out of place), and a history whose only broken calls
+    were dead is accepted outright after healing."""
+    from adk_session_heal.validators import PROVIDERS, provider_problems
+
+    events = build(ops).events
+    findings = classify(events, now=NOW)
+    healed_ids = {c.call_id for c in findings.dead}
+    healed = heal(events)
+    for provider in PROVIDERS:
+        after = [p for p in provider_problems(healed, provider) if p.code != "turn_order"]
+        assert all(set(p.ids) - healed_ids for p in after), (provider, after)
+        before = [p for p in provider_problems(events, provider) if p.code != "turn_order"]
+        if all(p.ids and set(p.ids) <= healed_ids for p in before):
+            assert after == [], provider

@@ -238,3 +238,30 @@ async def test_sigkill_during_repair_then_rerun(kind: str, tmp_path: Path) -> No
         assert final == final_ledger == sessions
         again = await repair(store.url)
         assert again.healed == 0 and again.heals == []
+
+
+@pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
+async def test_batched_insert_reports_exactly_what_it_wrote(kind: str, tmp_path: Path) -> None:
+    """The batched insert skips existing keys and flags each row written or not."""
+    from adk_session_heal.store.inserts import insert_database_events_batch
+
+    async for store in make_store(kind, tmp_path):
+        histories = crashed_histories()
+        await fill(store, {"dead": histories["dead"]})
+        findings = classify(histories["dead"].events, now=NOW)
+        (plan,) = plan_heals(histories["dead"].events, findings, app_name=APP, user_id=USER,
+                             session_id="dead")
+        heal = database_event_row(build_heal_event(plan, POLICY, healed_at=NOW),
+                                  app_name=APP, user_id=USER, session_id="dead")
+        existing = database_event_row(histories["dead"].events[0], app_name=APP, user_id=USER,
+                                      session_id="dead")
+        engine = create_async_engine(store.url)
+        try:
+            async with engine.begin() as conn:
+                assert await insert_database_events_batch(conn, [existing, heal]) == [
+                    False, True]
+            async with engine.begin() as conn:
+                assert await insert_database_events_batch(conn, [heal]) == [False]
+                assert await insert_database_events_batch(conn, []) == []
+        finally:
+            await engine.dispose()

@@ -20,10 +20,12 @@ deletes a row; the only writes are inserts that skip existing keys.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from ..records import HealRecord
 from .inserts import (
-    insert_database_events,
+    insert_database_events_batch,
     insert_ledger_rows,
     insert_sqlite_events,
     insert_sqlite_ledger_rows,
@@ -193,6 +195,66 @@ def _column_timestamp(value: Any) -> float:
     return utc_datetime_to_timestamp(value)
 
 
+def _database_event(row: Sequence[Any]) -> dict[str, Any]:
+    """Returns the event dict ADK's ``StorageEvent.to_event`` would validate."""
+    data = _json_event(row[6])
+    data["id"] = row[3]
+    data["invocation_id"] = row[4]
+    if data.get("timestamp") is None:
+        data["timestamp"] = _column_timestamp(row[5])
+    return data
+
+
+def _adk_sqlite_event(row: Sequence[Any]) -> dict[str, Any]:
+    """Returns the event dict ``SqliteSessionService`` would validate."""
+    return _json_event(row[3])
+
+
+async def _grouped(
+    chunks: AsyncIterator[Iterable[Any]],
+    convert: Callable[[Sequence[Any]], dict[str, Any]],
+) -> AsyncIterator[StoredSession]:
+    """Groups ordered rows (app, user, session, ...) into one StoredSession per session."""
+    key: tuple[str, str, str] | None = None
+    events: list[dict[str, Any]] = []
+    async for rows in chunks:
+        for row in rows:
+            row_key = (row[0], row[1], row[2])
+            if row_key != key:
+                if key is not None:
+                    yield StoredSession(*key, events)
+                key, events = row_key, []
+            events.append(convert(row))
+    if key is not None:
+        yield StoredSession(*key, events)
+
+
+async def _sqlite_chunks(
+    url: StoreUrl, sql: str, params: dict[str, str]
+) -> AsyncIterator[Iterable[Any]]:
+    """Streams a query over a SQLite file, read-only, in chunks (aiosqlite, bounded memory).
+
+    The next chunk is fetched (in aiosqlite's thread) while the caller works on
+    the current one, so reading and classifying overlap; at most two chunks are
+    held.
+    """
+    try:
+        async with aiosqlite.connect(url.sqlite_uri(writable=False), uri=True) as db, \
+                db.execute(sql, params) as cursor:
+            pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
+            try:
+                while rows := await pending:
+                    pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
+                    yield rows
+            finally:
+                if not pending.done():
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, sqlite3.Error):
+                        await pending
+    except sqlite3.Error as exc:
+        raise translate_error(exc, url, "read") from exc
+
+
 class SessionStore:
     """An opened ADK session database (one of the two layouts).
 
@@ -269,31 +331,31 @@ class _SqlAlchemyStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
         clause, params = self._session_clause(where)
-        sql = text(
+        # DatabaseSessionService reads by (timestamp, id) and takes id and
+        # invocation_id from the columns, the timestamp from event_data.
+        sql = (
             "SELECT app_name, user_id, session_id, id, invocation_id, timestamp, event_data "
             f"FROM events{clause} ORDER BY app_name, user_id, session_id, timestamp, id"
         )
-        key: tuple[str, str, str] | None = None
-        events: list[dict[str, Any]] = []
+        chunks = (
+            _sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
+            else self._server_chunks(sql, params)
+        )
+        async for stored in _grouped(chunks, _database_event):
+            yield stored
+
+    async def _server_chunks(
+        self, sql: str, params: dict[str, str]
+    ) -> AsyncIterator[Iterable[Any]]:
         try:
             async with self.engine.connect() as conn:
-                result = await conn.stream(sql, params, execution_options={"yield_per": _FETCH})
+                result = await conn.stream(
+                    text(sql), params, execution_options={"yield_per": _FETCH}
+                )
                 async for rows in result.partitions():
-                    for app, user, session, event_id, invocation, stamp, raw in rows:
-                        if key is None or key != (app, user, session):
-                            if key is not None:
-                                yield StoredSession(*key, events)
-                            key, events = (app, user, session), []
-                        data = _json_event(raw)
-                        data["id"] = event_id
-                        data["invocation_id"] = invocation
-                        if data.get("timestamp") is None:
-                            data["timestamp"] = _column_timestamp(stamp)
-                        events.append(data)
+                    yield rows
         except SQLAlchemyError as exc:
             raise translate_error(exc, self.url, "read") from exc
-        if key is not None:
-            yield StoredSession(*key, events)
 
     async def ledger_revision(self) -> str | None:
         try:
@@ -314,7 +376,7 @@ class _SqlAlchemyStore(SessionStore):
         ]
         try:
             async with self.engine.begin() as conn:
-                written = await insert_database_events(conn, rows)
+                written = await insert_database_events_batch(conn, rows)
                 if ledger:
                     await insert_ledger_rows(conn, _ledger_rows(writes, written))
         except SQLAlchemyError as exc:
@@ -370,22 +432,8 @@ class _AdkSqliteStore(SessionStore):
             "SELECT app_name, user_id, session_id, event_data FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
         )
-        key: tuple[str, str, str] | None = None
-        events: list[dict[str, Any]] = []
-        loads = json.loads
-        try:
-            async with self._connect(writable=False) as db, db.execute(sql, params) as cursor:
-                while rows := await cursor.fetchmany(_FETCH):
-                    for app, user, session, raw in rows:
-                        if key is None or key != (app, user, session):
-                            if key is not None:
-                                yield StoredSession(*key, events)
-                            key, events = (app, user, session), []
-                        events.append(loads(raw))
-        except sqlite3.Error as exc:
-            raise translate_error(exc, self.url, "read") from exc
-        if key is not None:
-            yield StoredSession(*key, events)
+        async for stored in _grouped(_sqlite_chunks(self.url, sql, params), _adk_sqlite_event):
+            yield stored
 
     async def ledger_revision(self) -> str | None:
         try:

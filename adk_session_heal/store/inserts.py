@@ -23,6 +23,7 @@ from .rows import DATABASE_EVENTS_TABLE, SQLITE_EVENT_COLUMNS
 
 __all__ = [
     "insert_database_events",
+    "insert_database_events_batch",
     "insert_ignoring_duplicates",
     "insert_ledger_rows",
     "insert_sqlite_events",
@@ -79,6 +80,34 @@ async def insert_database_events(
         result = await conn.execute(statement, row)
         written.append(result.rowcount == 1)
     return written
+
+
+async def insert_database_events_batch(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+) -> list[bool]:
+    """Like :func:`insert_database_events`, in one batched statement where possible.
+
+    On PostgreSQL and SQLite the rows go in one multi-row ``INSERT ... ON
+    CONFLICT DO NOTHING RETURNING`` (SQLAlchemy's "insertmanyvalues"), and the
+    returned keys say exactly which rows this call wrote. MySQL/MariaDB have no
+    ``RETURNING`` with ``INSERT IGNORE``, so there the rows go one by one.
+
+    Args:
+        conn: A connection inside the caller's transaction.
+        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    dialect = conn.dialect.name
+    if dialect not in ("postgresql", "sqlite") or not rows:
+        return await insert_database_events(conn, rows)
+    table = DATABASE_EVENTS_TABLE
+    key_columns = (table.c.app_name, table.c.user_id, table.c.session_id, table.c.id)
+    statement = insert_ignoring_duplicates(dialect).returning(*key_columns)
+    result = await conn.execute(statement, list(rows))
+    written = {tuple(row) for row in result}
+    return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
 
 
 async def insert_sqlite_events(

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import aiosqlite
 from google.adk.events.event import Event
@@ -66,6 +66,7 @@ SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
 
 _FETCH = 2_000
+_R = TypeVar("_R")
 _ADK_TABLES = ("sessions", "events")
 
 
@@ -86,14 +87,21 @@ class SessionFilter:
     user_id: str | None = None
     session_id: str | None = None
 
-    def where(self) -> tuple[str, dict[str, str]]:
-        """Returns a ``WHERE`` clause over the events/sessions key columns and its params."""
+    def where(self, session_column: str) -> tuple[str, dict[str, str]]:
+        """Returns a ``WHERE`` clause (or ``""``) and its bound parameters.
+
+        Args:
+            session_column: The session id's column: ``"session_id"`` in
+                ``events``, ``"id"`` in ``sessions``.
+        """
         clauses: list[str] = []
         params: dict[str, str] = {}
-        for column, value in (("app_name", self.app_name), ("user_id", self.user_id)):
+        for column, name, value in (("app_name", "app_name", self.app_name),
+                                    ("user_id", "user_id", self.user_id),
+                                    (session_column, "session_id", self.session_id)):
             if value is not None:
-                clauses.append(f"{column} = :{column}")
-                params[column] = value
+                clauses.append(f"{column} = :{name}")
+                params[name] = value
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
@@ -171,6 +179,13 @@ def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str
             f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 2.13): use a release of "
             "adk-session-heal made for that ADK version"
         )
+
+
+def _event_row(builder: Callable[..., _R], write: HealWrite) -> _R:
+    """Returns ``write``'s events row, built by one of ADK's row builders."""
+    record = write.record
+    return builder(write.event, app_name=record.app_name, user_id=record.user_id,
+                   session_id=record.session_id)
 
 
 def _ledger_rows(writes: Sequence[HealWrite], written: Sequence[bool]) -> list[dict[str, Any]]:
@@ -300,14 +315,6 @@ class SessionStore:
     async def close(self) -> None:
         """Releases connections."""
 
-    @staticmethod
-    def _session_clause(where: SessionFilter) -> tuple[str, dict[str, str]]:
-        clause, params = where.where()
-        if where.session_id is not None:
-            clause += (" AND " if clause else " WHERE ") + "session_id = :session_id"
-            params["session_id"] = where.session_id
-        return clause, params
-
 
 class _SqlAlchemyStore(SessionStore):
     """``DatabaseSessionService``'s layout, through SQLAlchemy's async engine."""
@@ -318,10 +325,7 @@ class _SqlAlchemyStore(SessionStore):
         self.engine = engine
 
     async def count_sessions(self, where: SessionFilter) -> int:
-        clause, params = where.where()
-        if where.session_id is not None:
-            clause += (" AND " if clause else " WHERE ") + "id = :session_id"
-            params["session_id"] = where.session_id
+        clause, params = where.where("id")
         try:
             async with self.engine.connect() as conn:
                 result = await conn.execute(text(f"SELECT count(*) FROM sessions{clause}"), params)
@@ -330,7 +334,7 @@ class _SqlAlchemyStore(SessionStore):
             raise translate_error(exc, self.url, "read") from exc
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
-        clause, params = self._session_clause(where)
+        clause, params = where.where("session_id")
         # DatabaseSessionService reads by (timestamp, id) and takes id and
         # invocation_id from the columns, the timestamp from event_data.
         sql = (
@@ -365,15 +369,7 @@ class _SqlAlchemyStore(SessionStore):
             raise translate_error(exc, self.url, "read") from exc
 
     async def write(self, writes: Sequence[HealWrite], *, ledger: bool) -> list[bool]:
-        rows = [
-            database_event_row(
-                w.event,
-                app_name=w.record.app_name,
-                user_id=w.record.user_id,
-                session_id=w.record.session_id,
-            )
-            for w in writes
-        ]
+        rows = [_event_row(database_event_row, w) for w in writes]
         try:
             async with self.engine.begin() as conn:
                 written = await insert_database_events_batch(conn, rows)
@@ -411,10 +407,7 @@ class _AdkSqliteStore(SessionStore):
             yield db
 
     async def count_sessions(self, where: SessionFilter) -> int:
-        clause, params = where.where()
-        if where.session_id is not None:
-            clause += (" AND " if clause else " WHERE ") + "id = :session_id"
-            params["session_id"] = where.session_id
+        clause, params = where.where("id")
         try:
             async with self._connect(writable=False) as db, db.execute(
                 f"SELECT count(*) FROM sessions{clause}", params
@@ -425,7 +418,7 @@ class _AdkSqliteStore(SessionStore):
             raise translate_error(exc, self.url, "read") from exc
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
-        clause, params = self._session_clause(where)
+        clause, params = where.where("session_id")
         # SqliteSessionService reads by (timestamp, rowid) and takes every field
         # from event_data.
         sql = (
@@ -449,15 +442,7 @@ class _AdkSqliteStore(SessionStore):
             raise translate_error(exc, self.url, "read") from exc
 
     async def write(self, writes: Sequence[HealWrite], *, ledger: bool) -> list[bool]:
-        rows = [
-            sqlite_event_row(
-                w.event,
-                app_name=w.record.app_name,
-                user_id=w.record.user_id,
-                session_id=w.record.session_id,
-            )
-            for w in writes
-        ]
+        rows = [_event_row(sqlite_event_row, w) for w in writes]
         try:
             async with self._connect(writable=True) as db:
                 written = await insert_sqlite_events(db, rows)

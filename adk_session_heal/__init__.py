@@ -8,6 +8,12 @@ and never edits or deletes an existing event.
 
 from __future__ import annotations
 
+from . import messages
+from .adk_services import (
+    HEALABLE_SCHEMES,
+    healing_session_service_from_uri,
+    register_healing_session_services,
+)
 from .errors import (
     HealError,
     HealWriteError,
@@ -26,10 +32,23 @@ from .findings import (
     classify,
 )
 from .healing import HealPlan, apply_heals, build_heal_event, heal_event_id, plan_heals
-from .pairing import CallOccurrence, OrphanedResponse, Pairing, pair
+from .ledger import SqlHealLedger
+from .observe import HEALED_CALLS_METRIC, HEALS_METRIC, set_telemetry_providers
+from .pairing import CallOccurrence, IdlessRule, OrphanedResponse, Pairing, pair
+from .plugin import ContextWindow, ToolAwareContextFilterPlugin, content_chars, filter_contents
 from .policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
 from .records import HealRecord, HealTrigger
 from .service import HealingSessionService, HealLedger
+from .validators import (
+    PROVIDERS,
+    Problem,
+    provider_problems,
+    validate,
+    validate_anthropic,
+    validate_gemini,
+    validate_openai_chat,
+    validate_openai_responses,
+)
 from .views import ADK_EVENTS, HEAL_METADATA_KEY, STORED_JSON, EventAccess
 
 __all__ = [
@@ -37,10 +56,14 @@ __all__ = [
     "CallFinding",
     "CallOccurrence",
     "CallStatus",
+    "ContextWindow",
     "DEFAULT_PAYLOAD",
     "DeadCall",
     "EventAccess",
     "HEALABLE",
+    "HEALABLE_SCHEMES",
+    "HEALED_CALLS_METRIC",
+    "HEALS_METRIC",
     "HEAL_METADATA_KEY",
     "HealError",
     "HealLedger",
@@ -50,20 +73,37 @@ __all__ = [
     "HealTrigger",
     "HealWriteError",
     "HealingSessionService",
+    "IdlessRule",
     "LedgerError",
     "OrphanedResponse",
+    "PROVIDERS",
     "Pairing",
     "PendingReason",
+    "Problem",
     "ReadOnlyStoreError",
     "ResponseFinding",
     "STORED_JSON",
     "SessionFindings",
+    "SqlHealLedger",
     "StoreError",
+    "ToolAwareContextFilterPlugin",
     "UnsupportedStoreError",
     "apply_heals",
     "build_heal_event",
     "classify",
+    "content_chars",
+    "filter_contents",
     "heal_event_id",
+    "healing_session_service_from_uri",
+    "messages",
     "pair",
     "plan_heals",
+    "provider_problems",
+    "register_healing_session_services",
+    "set_telemetry_providers",
+    "validate",
+    "validate_anthropic",
+    "validate_gemini",
+    "validate_openai_chat",
+    "validate_openai_responses",
 ]

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from google.genai import types
 
 from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
+from .views import content_step, json_content_step
 
 __all__ = [
     "PROVIDERS",
@@ -373,44 +374,13 @@ def gemini_steps(contents: Sequence[GeminiContent]) -> tuple[list[Step], list[st
     """
     steps: list[Step] = []
     roles: list[str] = []
-    append_step, append_role = steps.append, roles.append
     for content in contents:
-        # Lists are only allocated for contents that hold calls or responses:
-        # most do not, and this loop runs on every model request.
-        calls: list[Ref] | None = None
-        responses: list[Ref] | None = None
         if isinstance(content, types.Content):
-            append_role(content.role or "")
-            for part in content.parts or ():
-                call = part.function_call
-                if call is not None:
-                    if calls is None:
-                        calls = []
-                    calls.append((call.id or None, call.name or ""))
-                    continue
-                answer = part.function_response
-                if answer is not None:
-                    if responses is None:
-                        responses = []
-                    responses.append((answer.id or None, answer.name or ""))
+            roles.append(content.role or "")
+            steps.append(content_step(content))
         else:
-            append_role(content.get("role") or "")
-            for part in content.get("parts") or ():
-                call = _get(part, "function_call", "functionCall")
-                if call is not None:
-                    if calls is None:
-                        calls = []
-                    calls.append((call.get("id") or None, call.get("name") or ""))
-                    continue
-                answer = _get(part, "function_response", "functionResponse")
-                if answer is not None:
-                    if responses is None:
-                        responses = []
-                    responses.append((answer.get("id") or None, answer.get("name") or ""))
-        if calls is None and responses is None:
-            append_step(EMPTY_STEP)
-        else:
-            append_step((calls or (), responses or ()))
+            roles.append(content.get("role") or "")
+            steps.append(json_content_step(content))
     return steps, roles
 
 

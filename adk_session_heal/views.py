@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from google.adk.events.event import Event
+from google.genai import types
 
 from .pairing import EMPTY_STEP, Ref, Step
 
@@ -32,6 +33,8 @@ __all__ = [
     "AdkEventAccess",
     "EventAccess",
     "StoredJsonAccess",
+    "content_step",
+    "json_content_step",
 ]
 
 HEAL_METADATA_KEY = "adk_session_heal"
@@ -111,41 +114,71 @@ class EventAccess(Protocol[E_contra]):
         ...
 
 
+def content_step(content: types.Content | None) -> Step:
+    """Returns the call and response parts of one ``types.Content`` (or ``None``).
+
+    The only loop over genai parts in the package: event accessors, the context
+    filter and the Gemini validator all read parts through it.
+    """
+    parts = content.parts if content is not None else None
+    if not parts:
+        return EMPTY_STEP
+    # Lists are only allocated for contents that hold calls or responses: most
+    # do not, and this runs on every get_session and every model request.
+    calls: list[Ref] | None = None
+    responses: list[Ref] | None = None
+    for part in parts:
+        call = part.function_call
+        if call is not None:
+            if calls is None:
+                calls = []
+            calls.append((call.id or None, call.name or ""))
+            continue
+        response = part.function_response
+        if response is not None:
+            if responses is None:
+                responses = []
+            responses.append((response.id or None, response.name or ""))
+    if calls is None and responses is None:
+        return EMPTY_STEP
+    return (calls or (), responses or ())
+
+
+def json_content_step(content: Mapping[str, Any] | None) -> Step:
+    """Returns the call and response parts of one content dict (snake or camel case)."""
+    parts = content.get("parts") if content else None
+    if not parts:
+        return EMPTY_STEP
+    calls: list[Ref] | None = None
+    responses: list[Ref] | None = None
+    for part in parts:
+        call = part.get("function_call") or part.get("functionCall")
+        if call is not None:
+            if calls is None:
+                calls = []
+            calls.append((call.get("id") or None, call.get("name") or ""))
+            continue
+        response = part.get("function_response") or part.get("functionResponse")
+        if response is not None:
+            if responses is None:
+                responses = []
+            responses.append((response.get("id") or None, response.get("name") or ""))
+    if calls is None and responses is None:
+        return EMPTY_STEP
+    return (calls or (), responses or ())
+
+
 class AdkEventAccess:
     """Reads ``google.adk.events.Event`` objects."""
 
     def steps(self, events: Sequence[Event]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        result: list[Step] = []
-        rewinds: list[int] = []
-        append = result.append
-        for index, event in enumerate(events):
-            content = event.content
-            parts = content.parts if content is not None else None
-            if not parts or event.partial:
-                append(EMPTY_STEP)
-                if content is None and event.actions.rewind_before_invocation_id:
-                    rewinds.append(index)
-                continue
-            calls: list[Ref] | None = None
-            responses: list[Ref] | None = None
-            for part in parts:
-                call = part.function_call
-                if call is not None:
-                    if calls is None:
-                        calls = []
-                    calls.append((call.id or None, call.name or ""))
-                    continue
-                response = part.function_response
-                if response is not None:
-                    if responses is None:
-                        responses = []
-                    responses.append((response.id or None, response.name or ""))
-            if calls is None and responses is None:
-                append(EMPTY_STEP)
-            else:
-                append((calls or (), responses or ()))
-        return result, rewinds
+        steps = [content_step(None if e.partial else e.content) for e in events]
+        rewinds = [
+            i for i, e in enumerate(events)
+            if e.content is None and e.actions.rewind_before_invocation_id
+        ]
+        return steps, rewinds
 
     def event_id(self, event: Event) -> str:
         """Returns the event id."""
@@ -221,36 +254,13 @@ class StoredJsonAccess:
 
     def steps(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        result: list[Step] = []
-        rewinds: list[int] = []
-        append = result.append
-        for index, event in enumerate(events):
-            content = event.get("content")
-            parts = content.get("parts") if content else None
-            if not parts or event.get("partial"):
-                append(EMPTY_STEP)
-                if not content and self.rewind_target(event):
-                    rewinds.append(index)
-                continue
-            calls: list[Ref] | None = None
-            responses: list[Ref] | None = None
-            for part in parts:
-                call = part.get("function_call") or part.get("functionCall")
-                if call is not None:
-                    if calls is None:
-                        calls = []
-                    calls.append((call.get("id") or None, call.get("name") or ""))
-                    continue
-                response = part.get("function_response") or part.get("functionResponse")
-                if response is not None:
-                    if responses is None:
-                        responses = []
-                    responses.append((response.get("id") or None, response.get("name") or ""))
-            if calls is None and responses is None:
-                append(EMPTY_STEP)
-            else:
-                append((calls or (), responses or ()))
-        return result, rewinds
+        steps = [
+            json_content_step(None if e.get("partial") else e.get("content")) for e in events
+        ]
+        rewinds = [
+            i for i, e in enumerate(events) if not e.get("content") and self.rewind_target(e)
+        ]
+        return steps, rewinds
 
     def event_id(self, event: Mapping[str, Any]) -> str:
         """Returns the event id."""

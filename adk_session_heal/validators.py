@@ -123,11 +123,6 @@ class Problem:
     strict_only: bool = False
 
 
-def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
-    value = data.get(snake)
-    return data.get(camel) if value is None else value
-
-
 # -- OpenAI Chat Completions ---------------------------------------------------
 
 

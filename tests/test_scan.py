@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from google.adk.sessions import InMemorySessionService
+from servers import temporary_database
 from stores import (
     APP,
+    KINDS,
     USER,
     Store,
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
+    bulk_fill,
+    bulk_histories,
     crashed_histories,
     fill,
     make_store,
@@ -159,3 +164,49 @@ async def test_scan_service_fallback_on_in_memory() -> None:
     ]
     one = await scan_service(service, app_name=APP, session_id="dead", now=time.time())
     assert one.sessions_scanned == 1
+
+
+async def _stream_peak(url: str) -> tuple[int, float]:
+    """Streams every session; returns (events, traced peak in MB)."""
+    store = await open_store(url)
+    tracemalloc.start()
+    events = 0
+    try:
+        async for stored in store.stream_sessions(SessionFilter()):
+            events += len(stored.events)
+        return events, tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+        await store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+async def test_stream_memory_is_bounded_by_the_largest_session(kind: str, tmp_path: Path) -> None:
+    """Streaming 4x the events needs no more memory: rows come from a server-side cursor."""
+    peaks = []
+    for size in (300, 1200):
+        (tmp_path / str(size)).mkdir()
+        async for store in make_store(kind, tmp_path / str(size)):
+            await bulk_fill(store, bulk_histories(size, 20, 0.05))
+            events, peak = await _stream_peak(store.url)
+            assert events == size * 20
+            peaks.append(peak)
+    assert peaks[1] < peaks[0] * 1.5 + 1.0, peaks
+
+
+async def test_asyncmy_driver_scans_like_aiomysql() -> None:
+    """asyncmy URLs stream through asyncmy's unbuffered cursor with the same result.
+
+    (``mysql+asyncmy``: with ``mariadb+asyncmy`` ADK 2.13 itself stores
+    timestamps without microseconds and its second append fails as stale.)
+    """
+    async with temporary_database("mariadb", driver="mysql+asyncmy") as url:
+        store = Store("mariadb", url)
+        await fill(store, crashed_histories())
+        report = await scan(url, now=NOW)
+    assert _ids(report.dead_calls) == [
+        ("dead", "call-1", "superseded"),
+        ("parallel", "call-2", "superseded"),
+        ("stale", "call-1", "stale"),
+    ]

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import importlib
+import inspect as pyinspect
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -66,6 +68,13 @@ SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
 
 _FETCH = 2_000
+try:  # asyncpg's own errors, raised by the raw server-side cursor
+    from asyncpg import PostgresError as _PostgresError
+
+    _DRIVER_ERRORS: tuple[type[Exception], ...] = (_PostgresError,)
+except ImportError:  # pragma: no cover - the postgres extra is not installed
+    _DRIVER_ERRORS = ()
+_READ_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *_DRIVER_ERRORS)
 _R = TypeVar("_R")
 _ADK_TABLES = ("sessions", "events")
 
@@ -244,6 +253,28 @@ async def _grouped(
         yield StoredSession(*key, events)
 
 
+async def _mysql_chunks(
+    conn: AsyncConnection, sql: str, params: dict[str, str]
+) -> AsyncIterator[Iterable[Any]]:
+    """Streams a query through aiomysql's or asyncmy's unbuffered (SS) cursor."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    module = "asyncmy.cursors" if conn.dialect.driver == "asyncmy" else "aiomysql"
+    unbuffered = importlib.import_module(module).SSCursor
+    for name in params:
+        sql = sql.replace(f":{name}", f"%({name})s")
+    cursor = driver.cursor(unbuffered)
+    if pyinspect.isawaitable(cursor):  # aiomysql returns an awaitable, asyncmy the cursor
+        cursor = await cursor
+    try:
+        await cursor.execute(sql, params)
+        while rows := await cursor.fetchmany(_FETCH):
+            yield rows
+    finally:
+        await cursor.close()
+
+
 async def _sqlite_chunks(
     url: StoreUrl, sql: str, params: dict[str, str]
 ) -> AsyncIterator[Iterable[Any]]:
@@ -351,14 +382,36 @@ class _SqlAlchemyStore(SessionStore):
     async def _server_chunks(
         self, sql: str, params: dict[str, str]
     ) -> AsyncIterator[Iterable[Any]]:
+        """Streams a query from a server in chunks.
+
+        Through the driver's own server-side cursor: SQLAlchemy's ``stream()``
+        over asyncpg and aiomysql kept every row in memory (measured), so memory
+        would grow with the database instead of the largest session.
+        """
         try:
             async with self.engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    raw = await conn.get_raw_connection()
+                    driver = raw.driver_connection
+                    assert driver is not None
+                    names = list(params)
+                    for position, name in enumerate(names, start=1):
+                        sql = sql.replace(f":{name}", f"${position}")
+                    async with driver.transaction(readonly=True):
+                        cursor = await driver.cursor(sql, *(params[n] for n in names))
+                        while rows := await cursor.fetch(_FETCH):
+                            yield rows
+                    return
+                if conn.dialect.name in ("mysql", "mariadb"):
+                    async for rows in _mysql_chunks(conn, sql, params):
+                        yield rows
+                    return
                 result = await conn.stream(
                     text(sql), params, execution_options={"yield_per": _FETCH}
                 )
                 async for rows in result.partitions():
                     yield rows
-        except SQLAlchemyError as exc:
+        except _READ_ERRORS as exc:
             raise translate_error(exc, self.url, "read") from exc
 
     async def ledger_revision(self) -> str | None:

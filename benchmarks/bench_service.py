@@ -80,11 +80,13 @@ async def bench_get_session(directory: Path, sizes: list[int], repetitions: int)
         session_id = await seed(inner, size)
         reps = max(5, repetitions if size < 10_000 else repetitions // 4)
 
-        async def bare_get() -> object:
-            return await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        async def bare_get(inner: BaseSessionService = inner, sid: str = session_id) -> object:
+            return await inner.get_session(app_name=APP, user_id=USER, session_id=sid)
 
-        async def wrapped_get() -> object:
-            return await wrapped.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        async def wrapped_get(
+            wrapped: BaseSessionService = wrapped, sid: str = session_id
+        ) -> object:
+            return await wrapped.get_session(app_name=APP, user_id=USER, session_id=sid)
 
         bare_s, wrapped_s = await alternate(bare_get, wrapped_get, reps)
         loaded = await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
@@ -133,7 +135,7 @@ def classification_cost(events: list) -> float:
     samples = []
     for _ in range(50):
         start = time.perf_counter()
-        classify(events, now=time.time()).needs_healing
+        assert not classify(events, now=time.time()).needs_healing
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 

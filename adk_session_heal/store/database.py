@@ -219,38 +219,39 @@ def _column_timestamp(value: Any) -> float:
     return utc_datetime_to_timestamp(value)
 
 
-def _database_event(row: Sequence[Any]) -> dict[str, Any]:
-    """Returns the event dict ADK's ``StorageEvent.to_event`` would validate."""
-    data = _json_event(row[6])
-    data["id"] = row[3]
-    data["invocation_id"] = row[4]
-    if data.get("timestamp") is None:
-        data["timestamp"] = _column_timestamp(row[5])
-    return data
-
-
-def _adk_sqlite_event(row: Sequence[Any]) -> dict[str, Any]:
-    """Returns the event dict ``SqliteSessionService`` would validate."""
-    return _json_event(row[3])
-
-
 async def _grouped(
-    chunks: AsyncIterator[Iterable[Any]],
-    convert: Callable[[Sequence[Any]], dict[str, Any]],
+    chunks: AsyncIterator[Iterable[Any]], *, key_columns: bool
 ) -> AsyncIterator[StoredSession]:
-    """Groups ordered rows (app, user, session, ...) into one StoredSession per session."""
-    key: tuple[str, str, str] | None = None
+    """Groups ordered rows into one :class:`StoredSession` per session.
+
+    Rows are ``(app_name, user_id, session_id, ..., event_data)``. With
+    ``key_columns`` (``DatabaseSessionService``, whose ``StorageEvent.to_event``
+    does the same) they are ``(..., id, invocation_id, timestamp, event_data)``
+    and the columns' id and invocation id override the JSON's, the column
+    timestamp filling in only a missing JSON one. This loop runs once per stored
+    event, so it is written flat.
+    """
+    loads = json.loads
+    app = user = session = None
     events: list[dict[str, Any]] = []
     async for rows in chunks:
         for row in rows:
-            row_key = (row[0], row[1], row[2])
-            if row_key != key:
-                if key is not None:
-                    yield StoredSession(*key, events)
-                key, events = row_key, []
-            events.append(convert(row))
-    if key is not None:
-        yield StoredSession(*key, events)
+            if row[2] != session or row[1] != user or row[0] != app:
+                if session is not None:
+                    yield StoredSession(app, user, session, events)  # type: ignore[arg-type]
+                app, user, session, events = row[0], row[1], row[2], []
+            raw = row[-1]
+            data = loads(raw) if type(raw) is str else raw
+            if type(data) is not dict:
+                data = _json_event(data)
+            if key_columns:
+                data["id"] = row[3]
+                data["invocation_id"] = row[4]
+                if data.get("timestamp") is None:
+                    data["timestamp"] = _column_timestamp(row[5])
+            events.append(data)
+    if session is not None:
+        yield StoredSession(app, user, session, events)  # type: ignore[arg-type]
 
 
 async def _mysql_chunks(
@@ -376,7 +377,7 @@ class _SqlAlchemyStore(SessionStore):
             _sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
             else self._server_chunks(sql, params)
         )
-        async for stored in _grouped(chunks, _database_event):
+        async for stored in _grouped(chunks, key_columns=True):
             yield stored
 
     async def _server_chunks(
@@ -478,7 +479,8 @@ class _AdkSqliteStore(SessionStore):
             "SELECT app_name, user_id, session_id, event_data FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
         )
-        async for stored in _grouped(_sqlite_chunks(self.url, sql, params), _adk_sqlite_event):
+        chunks = _sqlite_chunks(self.url, sql, params)
+        async for stored in _grouped(chunks, key_columns=False):
             yield stored
 
     async def ledger_revision(self) -> str | None:

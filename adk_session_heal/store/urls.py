@@ -54,7 +54,7 @@ def redact_url(url: str) -> str:
     try:
         parsed = make_url(url)
         if parsed.query:
-            parsed = parsed.set(query={key: "***" for key in parsed.query})
+            parsed = parsed.set(query={key: "REDACTED" for key in parsed.query})
         return parsed.render_as_string(hide_password=True)
     except Exception:  # the URL is being reported because it is broken
         return _USERINFO.sub(r"\g<scheme>\g<user>:***@", url.split("?", 1)[0])

@@ -38,6 +38,8 @@ from .pairing import CallOccurrence, IdlessRule, OrphanedResponse, Pairing, pair
 from .plugin import ContextWindow, ToolAwareContextFilterPlugin, content_chars, filter_contents
 from .policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
 from .records import HealRecord, HealTrigger
+from .repair import DEFAULT_OLDER_THAN, SessionFilter, repair, scan, scan_service
+from .reports import RepairReport, ScanReport
 from .service import HealingSessionService, HealLedger
 from .validators import (
     PROVIDERS,
@@ -57,6 +59,7 @@ __all__ = [
     "CallOccurrence",
     "CallStatus",
     "ContextWindow",
+    "DEFAULT_OLDER_THAN",
     "DEFAULT_PAYLOAD",
     "DeadCall",
     "EventAccess",
@@ -81,8 +84,11 @@ __all__ = [
     "PendingReason",
     "Problem",
     "ReadOnlyStoreError",
+    "RepairReport",
     "ResponseFinding",
     "STORED_JSON",
+    "ScanReport",
+    "SessionFilter",
     "SessionFindings",
     "SqlHealLedger",
     "StoreError",
@@ -100,6 +106,9 @@ __all__ = [
     "plan_heals",
     "provider_problems",
     "register_healing_session_services",
+    "repair",
+    "scan",
+    "scan_service",
     "set_telemetry_providers",
     "validate",
     "validate_anthropic",

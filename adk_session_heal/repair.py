@@ -24,7 +24,7 @@ storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +35,7 @@ from .findings import classify
 from .healing import HealPlan, build_heal_event, plan_heals
 from .ledger import missing_ledger_message
 from .migrate import head_revision
+from .observe import report_heal
 from .policy import HealPolicy
 from .records import HealRecord, HealTrigger
 from .reports import HealEntry, RepairReport, ScanReport
@@ -157,8 +158,13 @@ async def repair(
     batch_size: int = DEFAULT_BATCH_SIZE,
     now: float | None = None,
     progress: ScanProgress | None = None,
+    on_heal: Callable[[HealRecord], object] | None = None,
 ) -> RepairReport:
     """Heals every dead call in an ADK session database.
+
+    Each heal this call writes is reported like the wrapper's: one WARNING record
+    on the ``adk_session_heal`` logger, the OpenTelemetry counters and span, and
+    ``on_heal`` (see :mod:`adk_session_heal.observe`).
 
     Args:
         url: The database.
@@ -171,6 +177,7 @@ async def repair(
         batch_size: Synthetic events per transaction.
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
+        on_heal: Called once per heal written, with its record.
 
     Returns:
         The report, with one entry per synthetic event.
@@ -211,6 +218,9 @@ async def repair(
             heals.extend(
                 HealEntry(w.record, w.event, ok) for w, ok in zip(batch, written, strict=True)
             )
+            for write, ok in zip(batch, written, strict=True):
+                if ok:
+                    report_heal(write.record, on_heal)
         return RepairReport(report, heals, dry_run=dry_run, ledger=ledger and not dry_run)
     finally:
         await store.close()

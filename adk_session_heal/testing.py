@@ -28,7 +28,8 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from pydantic import Field, PrivateAttr
 
-from .pairing import Ref, Step, pair
+from .pairing import pair
+from .views import content_step
 
 __all__ = ["History", "ProviderRejected", "ScriptedModel", "unpaired_tool_calls"]
 
@@ -222,17 +223,7 @@ def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
     Returns:
         One line per problem; empty when the history is acceptable.
     """
-    steps: list[Step] = []
-    for content in contents:
-        calls: list[Ref] = []
-        responses: list[Ref] = []
-        for part in content.parts or ():
-            if part.function_call is not None:
-                calls.append((part.function_call.id or None, part.function_call.name or ""))
-            elif part.function_response is not None:
-                response = part.function_response
-                responses.append((response.id or None, response.name or ""))
-        steps.append((calls, responses))
+    steps = [content_step(content) for content in contents]
     # Positional: ADK strips its own "adk-" ids before a request to most models,
     # so parallel calls of one tool arrive id-less and pair by position.
     pairing = pair(steps, idless="positional")

@@ -215,14 +215,10 @@ class AppendWriter(HealWriter):
     async def write(
         self, session: Session, plans: Sequence[HealPlan], events: Sequence[Event]
     ) -> list[tuple[Event, bool]]:
-        """Appends each event not already in the session, via the service."""
-        present = {event.id for event in session.events}
+        """Appends each event via the service (the caller skips ids already present)."""
         result: list[tuple[Event, bool]] = []
         newest = session.events[-1].timestamp if session.events else 0.0
         for event in events:
-            if event.id in present:
-                result.append((event, False))
-                continue
             newest = max(newest + 1e-6, event.timestamp)
             appended = event.model_copy(update={"timestamp": newest})
             stored = await self._service.append_event(session, appended)

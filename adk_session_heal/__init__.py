@@ -4,115 +4,114 @@ When an ADK run dies between a model's ``function_call`` and the tool's
 ``function_response``, the stored session keeps an unanswered call. This
 package writes one clearly marked synthetic error response per dead call, once,
 and never edits or deletes an existing event.
+
+The names here are the everyday ones; the rest live in submodules named after
+what they hold (``findings``, ``healing``, ``pairing``, ``validators``,
+``messages``, ``plugin``, ``store``, ``errors``, ``observe``, ``testing``, ...).
+See ``docs/architecture.md`` for the map.
 """
 
 from __future__ import annotations
 
-from . import messages
-from .adk_services import (
-    HEALABLE_SCHEMES,
-    healing_session_service_from_uri,
-    register_healing_session_services,
-)
-from .errors import (
-    HealError,
-    HealWriteError,
-    LedgerError,
-    ReadOnlyStoreError,
-    StoreError,
-    UnsupportedStoreError,
-)
-from .findings import (
-    HEALABLE,
-    CallFinding,
-    CallStatus,
-    PendingReason,
-    ResponseFinding,
-    SessionFindings,
-    classify,
-)
-from .healing import HealPlan, apply_heals, build_heal_event, heal_event_id, plan_heals
+import importlib
+import warnings
+from typing import Any
+
+from .adk_services import register_healing_session_services
+from .bulk import RepairPlan, apply_plan, plan_repair, repair, scan
+from .errors import HealError, StoreError
+from .event_access import HEAL_METADATA_KEY
+from .findings import CallStatus, SessionFindings, classify
+from .heal_record import HealRecord
 from .ledger import SqlHealLedger
-from .observe import HEALED_CALLS_METRIC, HEALS_METRIC, set_telemetry_providers
-from .pairing import CallOccurrence, IdlessRule, OrphanedResponse, Pairing, pair
-from .plugin import ContextWindow, ToolAwareContextFilterPlugin, content_chars, filter_contents
-from .policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
-from .records import HealRecord, HealTrigger
-from .repair import DEFAULT_OLDER_THAN, SessionFilter, repair, scan, scan_service
-from .reports import RepairReport, ScanReport
-from .service import HealingSessionService, HealLedger
-from .validators import (
-    PROVIDERS,
-    Problem,
-    provider_problems,
-    validate,
-    validate_anthropic,
-    validate_gemini,
-    validate_openai_chat,
-    validate_openai_responses,
-)
-from .views import ADK_EVENTS, HEAL_METADATA_KEY, STORED_JSON, EventAccess
+from .plugin import ContextWindow, ToolAwareContextFilterPlugin
+from .policy import HealPolicy
+from .scan_report import RepairReport, ScanReport
+from .service import HealingSessionService
+from .session_key import SessionKey
+from .store import SessionFilter
+from .validators import Problem, provider_problems, validate
 
 __all__ = [
-    "ADK_EVENTS",
-    "CallFinding",
-    "CallOccurrence",
     "CallStatus",
     "ContextWindow",
-    "DEFAULT_OLDER_THAN",
-    "DEFAULT_PAYLOAD",
-    "DeadCall",
-    "EventAccess",
-    "HEALABLE",
-    "HEALABLE_SCHEMES",
-    "HEALED_CALLS_METRIC",
-    "HEALS_METRIC",
     "HEAL_METADATA_KEY",
     "HealError",
-    "HealLedger",
-    "HealPlan",
     "HealPolicy",
     "HealRecord",
-    "HealTrigger",
-    "HealWriteError",
     "HealingSessionService",
-    "IdlessRule",
-    "LedgerError",
-    "OrphanedResponse",
-    "PROVIDERS",
-    "Pairing",
-    "PendingReason",
     "Problem",
-    "ReadOnlyStoreError",
+    "RepairPlan",
     "RepairReport",
-    "ResponseFinding",
-    "STORED_JSON",
     "ScanReport",
     "SessionFilter",
     "SessionFindings",
+    "SessionKey",
     "SqlHealLedger",
     "StoreError",
     "ToolAwareContextFilterPlugin",
-    "UnsupportedStoreError",
-    "apply_heals",
-    "build_heal_event",
+    "apply_plan",
     "classify",
-    "content_chars",
-    "filter_contents",
-    "heal_event_id",
-    "healing_session_service_from_uri",
-    "messages",
-    "pair",
-    "plan_heals",
+    "plan_repair",
     "provider_problems",
     "register_healing_session_services",
     "repair",
     "scan",
-    "scan_service",
-    "set_telemetry_providers",
     "validate",
-    "validate_anthropic",
-    "validate_gemini",
-    "validate_openai_chat",
-    "validate_openai_responses",
 ]
+
+_MOVED = {
+    "ADK_EVENTS": "event_access",
+    "CallFinding": "findings",
+    "CallOccurrence": "pairing",
+    "DEFAULT_OLDER_THAN": "bulk",
+    "DEFAULT_PAYLOAD": "policy",
+    "DeadCall": "policy",
+    "EventAccess": "event_access",
+    "HEALABLE": "findings",
+    "HEALABLE_SCHEMES": "adk_services",
+    "HEALED_CALLS_METRIC": "observe",
+    "HEALS_METRIC": "observe",
+    "HealLedger": "service",
+    "HealPlan": "healing",
+    "HealTrigger": "heal_record",
+    "HealWriteError": "errors",
+    "IdlessRule": "pairing",
+    "LedgerError": "errors",
+    "OrphanedResponse": "pairing",
+    "PROVIDERS": "validators",
+    "Pairing": "pairing",
+    "PendingReason": "findings",
+    "ReadOnlyStoreError": "errors",
+    "ResponseFinding": "findings",
+    "STORED_JSON": "event_access",
+    "UnsupportedStoreError": "errors",
+    "apply_heals": "healing",
+    "build_heal_event": "healing",
+    "content_chars": "plugin",
+    "filter_contents": "plugin",
+    "heal_event_id": "healing",
+    "healing_session_service_from_uri": "adk_services",
+    "pair": "pairing",
+    "plan_heals": "healing",
+    "scan_service": "bulk",
+    "set_telemetry_providers": "observe",
+    "validate_anthropic": "validators",
+    "validate_gemini": "validators",
+    "validate_openai_chat": "validators",
+    "validate_openai_responses": "validators",
+}
+"""Names this package exported at its root before 0.2, and where they live now."""
+
+
+def __getattr__(name: str) -> Any:
+    """Serves a name that moved to a submodule, with a ``DeprecationWarning`` (until 0.3)."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"adk_session_heal.{name} moved: import it from adk_session_heal.{home}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

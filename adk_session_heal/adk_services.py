@@ -45,8 +45,8 @@ from urllib.parse import urlsplit
 from google.adk.cli.service_registry import ServiceRegistry, get_service_registry
 from google.adk.cli.utils.service_factory import create_session_service_from_options
 
+from .heal_record import HealRecord
 from .policy import HealPolicy
-from .records import HealRecord
 from .service import HealingSessionService, HealLedger
 
 __all__ = [

@@ -27,12 +27,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import migrate
+from .bulk import RepairPlan, apply_plan, check_repairable, plan_repair, scan
 from .errors import HealError
 from .ledger import SqlHealLedger
 from .policy import HealPolicy
-from .repair import repair, scan
-from .reports import CallEntry, RepairReport, ScanReport, history_json
-from .store.database import SessionFilter, open_store
+from .scan_report import CallEntry, RepairReport, ScanReport, history_json
+from .store import SessionFilter, open_store
 
 __all__ = ["main", "parse_duration"]
 
@@ -189,7 +189,7 @@ def _print_scan(console: Console, report: ScanReport) -> None:
         console.print(table)
 
 
-def _print_repair(console: Console, report: RepairReport) -> None:
+def _print_repair(console: Console, report: RepairReport, *, preview: bool = False) -> None:
     _print_scan(console, report.scan)
     if report.heals:
         table = Table(title="Synthetic responses", title_justify="left")
@@ -199,12 +199,16 @@ def _print_repair(console: Console, report: RepairReport) -> None:
         for heal in report.heals:
             r = heal.record
             result = {None: "would write", True: "written", False: "already present"}
+            shown = (heal.outcome.value.replace("_", " ")
+                     if heal.outcome is not None and not heal.written else result[heal.written])
             table.add_row(f"{r.app_name}/{r.user_id}/{r.session_id}", r.call_event_id,
                           r.synthetic_event_id,
                           ", ".join(f"{n}({i})" for i, n in zip(r.call_ids, r.tool_names,
                                                                  strict=True)),
-                          r.reason, result[heal.written])
+                          r.reason, shown)
         console.print(table)
+    if preview:
+        return
     if report.dry_run:
         for heal in report.heals:
             console.print(f"would insert event {heal.event.id!r} into session "
@@ -215,8 +219,10 @@ def _print_repair(console: Console, report: RepairReport) -> None:
                       "nothing was written.")
     else:
         ledger = "recorded in the heal ledger" if report.ledger else "not recorded (--no-ledger)"
+        skipped = (f", {report.skipped} skipped: their session changed since the scan"
+                   if report.skipped else "")
         console.print(f"Synthetic events written: {report.healed} "
-                      f"({report.already_present} already present); {ledger}.")
+                      f"({report.already_present} already present{skipped}); {ledger}.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -282,19 +288,24 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     """
     where = SessionFilter(app_name, user_id, session_id)
     policy = HealPolicy(stale_after=older_than)
-    if not dry_run and not yes:
-        if not sys.stdin.isatty():
-            raise CliError("repair writes to the database: pass --yes to confirm "
-                           "(or --dry-run to see what it would write)")
-        preview = _run(repair(url, where=where, policy=policy, dry_run=True))
-        if not preview.heals:
-            _console().print("Nothing to heal.")
-            return
-        click.confirm(f"Write {len(preview.heals)} synthetic events into {preview.scan.url}?",
-                      abort=True)
-    report = _run(_with_progress(as_json, lambda bar: repair(
-        url, where=where, policy=policy, dry_run=dry_run, ledger=not no_ledger,
-        batch_size=batch_size, progress=bar)))
+    if not dry_run and not yes and not sys.stdin.isatty():
+        raise CliError("repair writes to the database: pass --yes to confirm "
+                       "(or --dry-run to see what it would write)")
+    if not dry_run:
+        _run(check_repairable(url, ledger=not no_ledger))
+    plan: RepairPlan = _run(_with_progress(as_json, lambda bar: plan_repair(
+        url, where=where, policy=policy, progress=bar)))
+    if dry_run:
+        report = RepairReport.dry(plan.scan, plan.heals)
+    else:
+        if not yes:
+            if not plan.heals:
+                _console().print("Nothing to heal.")
+                return
+            _print_repair(_console(), RepairReport.dry(plan.scan, plan.heals), preview=True)
+            click.confirm(f"Write these {len(plan.heals)} synthetic events into {plan.url}?",
+                          abort=True)
+        report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size))
     if as_json:
         _print_json(report.to_json())
     else:

@@ -39,10 +39,10 @@ from google.genai import types
 from rich.console import Console
 from rich.table import Table
 
+from .event_access import ADK_EVENTS
 from .findings import CallStatus, classify
 from .service import HealingSessionService
 from .testing import ScriptedModel
-from .views import ADK_EVENTS
 
 __all__ = [
     "APP_NAME",

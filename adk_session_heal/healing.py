@@ -36,16 +36,21 @@ from typing import Any, TypeVar
 from google.adk.events.event import Event, NodeInfo
 from google.genai import types
 
+from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
 from .findings import HEALABLE, SessionFindings
+from .heal_record import HealRecord, HealTrigger
 from .policy import DeadCall, HealPolicy
-from .views import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
+from .session_key import SessionKey
 
 __all__ = [
     "HEAL_ID_SUFFIX",
     "MARKER_VERSION",
+    "Heal",
     "HealPlan",
+    "SessionHeals",
     "apply_heals",
     "build_heal_event",
+    "build_heals",
     "build_marker",
     "heal_event_id",
     "plan_heals",
@@ -254,6 +259,84 @@ def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) ->
         node_info=NodeInfo(path=plan.node_path or ""),
     )
     return event
+
+
+@dataclass(frozen=True, slots=True)
+class Heal:
+    """One synthetic event to write, and the record of writing it.
+
+    Attributes:
+        plan: What the heal answers and where it goes.
+        event: The synthetic event, exactly as it will be stored.
+        record: What the log, telemetry and ledger say of it once written.
+    """
+
+    plan: HealPlan
+    event: Event
+    record: HealRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeals:
+    """The heals planned for one session: what a writer applies in one go.
+
+    Attributes:
+        key: The session.
+        seen_events: How many stored events the plan was made from. A writer
+            re-counts them in its write transaction and skips the session when
+            the count moved (a real response, a new turn, a deletion); ``None``
+            when the planner saw only part of the session (no re-check).
+        heals: The heals, in the order of their call events.
+    """
+
+    key: SessionKey
+    seen_events: int | None
+    heals: tuple[Heal, ...]
+
+
+def build_heals(
+    plans: Sequence[HealPlan],
+    key: SessionKey,
+    policy: HealPolicy,
+    *,
+    trigger: HealTrigger,
+    healed_at: float,
+) -> tuple[Heal, ...]:
+    """Builds the synthetic event and the record of each planned heal.
+
+    This is the one place a :class:`~adk_session_heal.heal_record.HealRecord`
+    of a new heal is made, for the wrapper and repair alike.
+
+    Args:
+        plans: From :func:`plan_heals`.
+        key: The session the heals belong to.
+        policy: Supplies the payloads.
+        trigger: Which path heals.
+        healed_at: When (POSIX seconds), for the marker and the record.
+
+    Returns:
+        One :class:`Heal` per plan, in the same order.
+    """
+    return tuple(
+        Heal(
+            plan,
+            build_heal_event(plan, policy, healed_at=healed_at),
+            HealRecord(
+                app_name=key.app_name,
+                user_id=key.user_id,
+                session_id=key.session_id,
+                call_event_id=plan.call_event_id,
+                synthetic_event_id=plan.event_id,
+                invocation_id=plan.invocation_id,
+                call_ids=plan.call_ids,
+                tool_names=plan.tool_names,
+                reason=plan.reason,
+                trigger=trigger,
+                healed_at=healed_at,
+            ),
+        )
+        for plan in plans
+    )
 
 
 def apply_heals(events: Sequence[E], heals: Mapping[int, E]) -> list[E]:

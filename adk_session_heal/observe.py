@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
 
-from .records import HealRecord
+from .heal_record import HealRecord
 
 __all__ = [
     "HEALED_CALLS_METRIC",

@@ -1,91 +1,17 @@
-"""HealRecord: what one heal did, for logs, metrics callbacks and the ledger."""
+"""Deprecated name of :mod:`adk_session_heal.heal_record`.
+
+It keeps working, with a ``DeprecationWarning``, until the next minor release.
+"""
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-from typing import Any
+import warnings
 
-from .healing import HealPlan
+from .heal_record import *  # noqa: F403
+from .heal_record import __all__ as __all__
 
-__all__ = ["HealRecord", "HealTrigger"]
-
-
-class HealTrigger(str, enum.Enum):
-    """Which path wrote a heal."""
-
-    GET_SESSION = "get_session"
-    APPEND = "append"
-    REPAIR = "repair"
-
-
-@dataclass(frozen=True, slots=True)
-class HealRecord:
-    """One heal written to storage.
-
-    Attributes:
-        app_name: The session's app.
-        user_id: The session's user.
-        session_id: The session id.
-        call_event_id: The event holding the dead calls.
-        synthetic_event_id: The id of the synthetic response event.
-        invocation_id: The invocation of the call event.
-        call_ids: The answered call ids.
-        tool_names: Their tools, in the same order.
-        reason: ``"superseded"`` or ``"stale"``.
-        trigger: Which path wrote the heal.
-        healed_at: When (POSIX seconds).
-    """
-
-    app_name: str
-    user_id: str
-    session_id: str
-    call_event_id: str
-    synthetic_event_id: str
-    invocation_id: str
-    call_ids: tuple[str, ...]
-    tool_names: tuple[str, ...]
-    reason: str
-    trigger: HealTrigger
-    healed_at: float
-
-    @classmethod
-    def from_plan(
-        cls,
-        plan: HealPlan,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        trigger: HealTrigger,
-        healed_at: float,
-    ) -> HealRecord:
-        """Builds the record of a planned heal."""
-        return cls(
-            app_name=app_name,
-            user_id=user_id,
-            session_id=session_id,
-            call_event_id=plan.call_event_id,
-            synthetic_event_id=plan.event_id,
-            invocation_id=plan.invocation_id,
-            call_ids=plan.call_ids,
-            tool_names=plan.tool_names,
-            reason=plan.reason,
-            trigger=trigger,
-            healed_at=healed_at,
-        )
-
-    def log_fields(self) -> dict[str, Any]:
-        """Returns the record as flat fields for a structured log line."""
-        return {
-            "app_name": self.app_name,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "call_event_id": self.call_event_id,
-            "synthetic_event_id": self.synthetic_event_id,
-            "invocation_id": self.invocation_id,
-            "call_ids": list(self.call_ids),
-            "tool_names": list(self.tool_names),
-            "reason": self.reason,
-            "trigger": self.trigger.value,
-        }
+warnings.warn(
+    "adk_session_heal.records is deprecated: import from adk_session_heal.heal_record",
+    DeprecationWarning,
+    stacklevel=2,
+)

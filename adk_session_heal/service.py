@@ -49,11 +49,13 @@ from typing_extensions import Self, override
 
 from .errors import HealWriteError
 from .findings import classify
-from .healing import HealPlan, apply_heals, build_heal_event, plan_heals
+from .heal_record import HealRecord, HealTrigger
+from .healing import SessionHeals, apply_heals, build_heals, plan_heals
 from .observe import report_heal
 from .policy import HealPolicy
-from .records import HealRecord, HealTrigger
-from .store.writers import HealWriter, writer_for
+from .session_key import SessionKey
+from .store import SessionStore, WriteOutcome, store_for_service
+from .store.ledger import SqlHealLedger
 
 __all__ = ["HealLedger", "HealingSessionService"]
 
@@ -186,7 +188,10 @@ class HealingSessionService(BaseSessionService):
         )
         if session is None or not self.policy.heal_on_get:
             return session
-        await self._heal(session, HealTrigger.GET_SESSION)
+        partial = config is not None and (
+            config.num_recent_events is not None or config.after_timestamp is not None
+        )
+        await self._heal(session, HealTrigger.GET_SESSION, whole=not partial)
         return session
 
     @override
@@ -214,9 +219,23 @@ class HealingSessionService(BaseSessionService):
         return lock
 
     async def _heal(
-        self, session: Session, trigger: HealTrigger, *, incoming: Event | None = None
+        self,
+        session: Session,
+        trigger: HealTrigger,
+        *,
+        incoming: Event | None = None,
+        whole: bool = True,
     ) -> None:
-        """Heals the session's dead calls in storage and in ``session.events``."""
+        """Heals the session's dead calls in storage and in ``session.events``.
+
+        Args:
+            session: The session as read (or as the runner holds it).
+            trigger: Which path heals.
+            incoming: The event about to be appended, if any (it proves that
+                the invocations before it are over).
+            whole: ``session.events`` is every stored event, so the writer can
+                re-count them before it writes.
+        """
         now = self._clock()
         events: Sequence[Event] = session.events
         if incoming is not None:
@@ -224,29 +243,33 @@ class HealingSessionService(BaseSessionService):
         findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
         if not findings.needs_healing:
             return
+        key = SessionKey.of(session)
+        present = {event.id for event in session.events}
         plans = [
             plan
             for plan in plan_heals(
-                events,
-                findings,
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
+                events, findings, app_name=key.app_name, user_id=key.user_id,
+                session_id=key.session_id,
             )
-            if plan.call_event_index < len(session.events)
+            if plan.call_event_index < len(session.events) and plan.event_id not in present
         ]
         if not plans:
             return
-        writer = writer_for(self._inner)
+        store = store_for_service(self._inner, session)
         if (
-            writer.bumps_revision
+            store.bumps_revision
             and trigger is HealTrigger.GET_SESSION
             and now - session.events[-1].timestamp < self.policy.quiet_after
         ):
             return
+        planned = SessionHeals(
+            key,
+            len(session.events) if whole else None,
+            build_heals(plans, key, self.policy, trigger=trigger, healed_at=now),
+        )
         async with self._lock_for(session):
             try:
-                await self._write(session, plans, writer, trigger, now)
+                await self._write(session, planned, store)
             except Exception as exc:
                 if self.policy.raise_errors:
                     raise HealWriteError(
@@ -265,40 +288,32 @@ class HealingSessionService(BaseSessionService):
                     },
                 )
 
-    async def _write(
-        self,
-        session: Session,
-        plans: Sequence[HealPlan],
-        writer: HealWriter,
-        trigger: HealTrigger,
-        now: float,
-    ) -> None:
-        present = {event.id for event in session.events}
-        plans = [plan for plan in plans if plan.event_id not in present]
-        if not plans:
-            return
-        heal_events = [build_heal_event(plan, self.policy, healed_at=now) for plan in plans]
-        outcome = await writer.write(session, plans, heal_events)
-        if not writer.bumps_revision:
+    async def _write(self, session: Session, planned: SessionHeals, store: SessionStore) -> None:
+        """Writes the heals through the store's one writer and reports those written.
+
+        With a :class:`~adk_session_heal.ledger.SqlHealLedger` on the session
+        database, the ledger rows commit in the heals' own transaction; any
+        other ledger records after the write.
+        """
+        in_transaction = (
+            store.transactional
+            and isinstance(self._ledger, SqlHealLedger)
+            and self._ledger.shares_database(self._inner)
+        )
+        results = await store.write([planned], ledger=in_transaction, read_back=True)
+        if not store.bumps_revision:
             session.events[:] = apply_heals(
                 session.events,
-                {plan.insert_at: stored for plan, (stored, _) in zip(plans, outcome, strict=True)},
+                {
+                    r.heal.plan.insert_at: r.stored or r.heal.event
+                    for r in results
+                    if r.outcome in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT)
+                },
             )
-        records = [
-            HealRecord.from_plan(
-                plan,
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                trigger=trigger,
-                healed_at=now,
-            )
-            for plan, (_, written) in zip(plans, outcome, strict=True)
-            if written
-        ]
+        records = [r.heal.record for r in results if r.written]
         for record in records:
             report_heal(record, self._on_heal)
-        if records and self._ledger is not None:
+        if records and self._ledger is not None and not in_transaction:
             try:
                 await self._ledger.record(records)
             except Exception:

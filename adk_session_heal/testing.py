@@ -28,8 +28,8 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from pydantic import Field, PrivateAttr
 
+from .event_access import content_step
 from .pairing import pair
-from .views import content_step
 
 __all__ = ["History", "ProviderRejected", "ScriptedModel", "unpaired_tool_calls"]
 

@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from google.genai import types
 
+from .event_access import content_step, json_content_step
 from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
-from .views import content_step, json_content_step
 
 __all__ = [
     "PROVIDERS",

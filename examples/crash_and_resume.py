@@ -35,7 +35,7 @@ from adk_session_heal.demo import (
     temporary_sqlite_url,
     weather_agent,
 )
-from adk_session_heal.records import HealRecord
+from adk_session_heal.heal_record import HealRecord
 from adk_session_heal.service import HealingSessionService
 
 

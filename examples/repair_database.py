@@ -29,6 +29,7 @@ import sys
 
 from google.adk.sessions import DatabaseSessionService
 
+from adk_session_heal.bulk import repair, scan
 from adk_session_heal.demo import (
     APP_NAME,
     USER_ID,
@@ -38,7 +39,6 @@ from adk_session_heal.demo import (
     temporary_sqlite_url,
 )
 from adk_session_heal.migrate import upgrade
-from adk_session_heal.repair import repair, scan
 
 
 async def broken_database(db_url: str) -> str:

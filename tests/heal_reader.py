@@ -13,7 +13,7 @@ import time
 
 from google.adk.sessions import DatabaseSessionService
 
-from adk_session_heal.records import HealRecord
+from adk_session_heal.heal_record import HealRecord
 from adk_session_heal.service import HealingSessionService
 
 

@@ -35,8 +35,8 @@ from google.adk.cli.utils.service_factory import create_session_service_from_opt
 from servers import temporary_database
 
 from adk_session_heal.demo import CRASH_ENV, CRASH_EXIT_CODE
+from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.testing import ScriptedModel
-from adk_session_heal.views import HEAL_METADATA_KEY
 
 EXAMPLE_AGENT = Path(__file__).resolve().parents[1] / "examples" / "adk_web_agent"
 APP = EXAMPLE_AGENT.name

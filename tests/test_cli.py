@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from google.adk.events.event import Event
 from google.adk.sessions import DatabaseSessionService
 from google.adk.sessions.schemas.v0 import Base as BaseV0
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
-from stores import Store, close, crashed_histories, fill, make_store, snapshot, table_names
+from stores import (
+    APP,
+    USER,
+    Store,
+    close,
+    crashed_histories,
+    fill,
+    make_store,
+    snapshot,
+    table_names,
+)
 
 from adk_session_heal import demo
 from adk_session_heal.cli import main, parse_duration
@@ -281,3 +296,54 @@ def test_database_service_is_untouched_by_sqlite_detection(tmp_path: Path) -> No
     assert "adk_internal_metadata" not in tables
     assert not [t for t in tables if t.startswith("idx_")]
     _ = DatabaseSessionService
+
+
+def _read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
+    """Reads a pty until ``marker`` appears (or the child closes it)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while marker not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed its side
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+async def test_repair_on_a_terminal_applies_the_plan_it_showed(tmp_path: Path) -> None:
+    """repair shows its plan and asks; a session that moved before the answer is skipped."""
+    store = Store("db_sqlite", f"sqlite+aiosqlite:///{tmp_path / 'db.db'}")
+    await fill(store, crashed_histories())
+    assert cli("db", "upgrade", store.url).exit_code == 0
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "adk_session_heal", "repair", store.url, "--older-than", "1h"],
+        stdin=follower, stdout=follower, stderr=follower, cwd=HERE.parent)
+    os.close(follower)
+    try:
+        shown = _read_until(leader, b"[y/N]")
+        assert b"Write these 3 synthetic events" in shown, shown.decode(errors="replace")
+        # The operator looks at the plan; meanwhile the "dead" session gets a turn.
+        service = store.service()
+        try:
+            session = await service.get_session(app_name=APP, user_id=USER, session_id="dead")
+            assert session is not None
+            await service.append_event(session, Event(
+                invocation_id="inv-late", author="user",
+                content=types.Content(role="user", parts=[types.Part(text="still there?")])))
+        finally:
+            await close(service)
+        os.write(leader, b"y\n")
+        rest = _read_until(leader, b"recorded in the heal ledger").decode(errors="replace")
+    finally:
+        os.close(leader)
+        child.wait(timeout=60)
+    assert child.returncode == 0, rest
+    said = " ".join(rest.split())  # rich wraps lines at the terminal's width
+    assert "Synthetic events written: 2 (0 already present, 1 skipped: their session changed " \
+        "since the scan)" in said

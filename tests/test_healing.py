@@ -7,6 +7,7 @@ import copy
 from histories import OPS, build
 from hypothesis import given, settings
 
+from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.findings import CallStatus, classify
 from adk_session_heal.healing import (
     HEAL_ID_SUFFIX,
@@ -17,7 +18,6 @@ from adk_session_heal.healing import (
 )
 from adk_session_heal.policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
 from adk_session_heal.testing import History
-from adk_session_heal.views import HEAL_METADATA_KEY
 
 NOW = 1_700_010_000.0
 KEY = {"app_name": "app", "user_id": "u", "session_id": "s"}

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
+
+import pytest
+
 import adk_session_heal
 
 
@@ -13,77 +19,76 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 
 def test_core_entry_points_are_exported() -> None:
-    """The wrapper, its policy and the pure core are reachable from the package root."""
-    for name in ("HealingSessionService", "HealPolicy", "classify", "plan_heals",
-                 "build_heal_event", "pair", "HealRecord"):
+    """The wrapper, its policy, repair and the classifier are reachable from the package root."""
+    for name in ("HealingSessionService", "HealPolicy", "classify", "repair", "plan_repair",
+                 "apply_plan", "SessionKey", "HealRecord"):
         assert name in adk_session_heal.__all__
 
 
 PUBLIC_API = [
-    "ADK_EVENTS",
-    "CallFinding",
-    "CallOccurrence",
     "CallStatus",
     "ContextWindow",
-    "DEFAULT_OLDER_THAN",
-    "DEFAULT_PAYLOAD",
-    "DeadCall",
-    "EventAccess",
-    "HEALABLE",
-    "HEALABLE_SCHEMES",
-    "HEALED_CALLS_METRIC",
-    "HEALS_METRIC",
     "HEAL_METADATA_KEY",
     "HealError",
-    "HealLedger",
-    "HealPlan",
     "HealPolicy",
     "HealRecord",
-    "HealTrigger",
-    "HealWriteError",
     "HealingSessionService",
-    "IdlessRule",
-    "LedgerError",
-    "OrphanedResponse",
-    "PROVIDERS",
-    "Pairing",
-    "PendingReason",
     "Problem",
-    "ReadOnlyStoreError",
+    "RepairPlan",
     "RepairReport",
-    "ResponseFinding",
-    "STORED_JSON",
     "ScanReport",
     "SessionFilter",
     "SessionFindings",
+    "SessionKey",
     "SqlHealLedger",
     "StoreError",
     "ToolAwareContextFilterPlugin",
-    "UnsupportedStoreError",
-    "apply_heals",
-    "build_heal_event",
+    "apply_plan",
     "classify",
-    "content_chars",
-    "filter_contents",
-    "heal_event_id",
-    "healing_session_service_from_uri",
-    "messages",
-    "pair",
-    "plan_heals",
+    "plan_repair",
     "provider_problems",
     "register_healing_session_services",
     "repair",
     "scan",
-    "scan_service",
-    "set_telemetry_providers",
     "validate",
-    "validate_anthropic",
-    "validate_gemini",
-    "validate_openai_chat",
-    "validate_openai_responses",
 ]
 
 
 def test_public_api_is_pinned() -> None:
     """The exported names change only on purpose (update this list with the change)."""
     assert adk_session_heal.__all__ == PUBLIC_API
+    assert len(PUBLIC_API) <= 25
+
+
+def test_no_exported_name_is_also_a_submodule() -> None:
+    """An import never gets a module where it expected a function, or the reverse."""
+    submodules = {m.name for m in pkgutil.iter_modules(adk_session_heal.__path__)}
+    assert submodules & set(adk_session_heal.__all__) == set()
+    assert "bulk" in submodules and callable(adk_session_heal.repair)
+
+
+@pytest.mark.parametrize("name", sorted(adk_session_heal._MOVED))
+def test_names_moved_to_submodules_still_import_with_a_warning(name: str) -> None:
+    """Every name the root exported before keeps working for a release, with a warning."""
+    home = importlib.import_module(f"adk_session_heal.{adk_session_heal._MOVED[name]}")
+    with pytest.warns(DeprecationWarning, match=f"adk_session_heal.{name} moved"):
+        value = getattr(adk_session_heal, name)
+    assert value is getattr(home, name)
+
+
+@pytest.mark.parametrize(("old", "new"), [("records", "heal_record"), ("views", "event_access"),
+                                          ("reports", "scan_report")])
+def test_renamed_modules_still_import_with_a_warning(old: str, new: str) -> None:
+    """Modules renamed after what they hold keep their old name for a release, with a warning."""
+    sys.modules.pop(f"adk_session_heal.{old}", None)
+    with pytest.warns(DeprecationWarning, match=f"adk_session_heal.{old} is deprecated"):
+        module = importlib.import_module(f"adk_session_heal.{old}")
+    current = importlib.import_module(f"adk_session_heal.{new}")
+    assert module.__all__ == current.__all__
+    assert all(getattr(module, n) is getattr(current, n) for n in current.__all__)
+
+
+def test_unknown_names_still_raise_attribute_error() -> None:
+    """The deprecation hook serves only moved names."""
+    with pytest.raises(AttributeError):
+        adk_session_heal.no_such_name  # noqa: B018

@@ -15,8 +15,8 @@ from stores import (
 
 from adk_session_heal import migrate
 from adk_session_heal.errors import LedgerError
+from adk_session_heal.heal_record import HealRecord, HealTrigger
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.records import HealRecord, HealTrigger
 from adk_session_heal.service import HealLedger
 
 
@@ -92,7 +92,7 @@ def test_sql_ledger_satisfies_the_wrappers_protocol() -> None:
 
 async def test_wrapper_records_and_repair_does_not_heal_twice(adk_store: Store) -> None:
     """A heal written by the wrapper is in the ledger once, and repair then heals nothing."""
-    from adk_session_heal.repair import repair
+    from adk_session_heal.bulk import repair
     from adk_session_heal.service import HealingSessionService
 
     await fill(adk_store, {"dead": crashed_histories()["dead"]})

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from adk_session_heal.heal_record import HealRecord, HealTrigger
 from adk_session_heal.observe import (
     HEAL_SPAN,
     HEALED_CALLS_METRIC,
@@ -30,7 +31,6 @@ from adk_session_heal.observe import (
     report_heal,
     set_telemetry_providers,
 )
-from adk_session_heal.records import HealRecord, HealTrigger
 
 
 def heal_record(**overrides: Any) -> HealRecord:
@@ -213,7 +213,7 @@ GLOBAL_SDK_SCRIPT = textwrap.dedent(
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from adk_session_heal.observe import report_heal
-    from adk_session_heal.records import HealRecord, HealTrigger
+    from adk_session_heal.heal_record import HealRecord, HealTrigger
 
     record = HealRecord("app", "u", "s", "e", "e-heal", "inv", ("c",), ("tool",),
                         "superseded", HealTrigger.GET_SESSION, time.time())

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.adk.events.event import Event
+from google.genai import types
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
@@ -30,14 +32,15 @@ from stores import (
 )
 
 from adk_session_heal import migrate
+from adk_session_heal.bulk import apply_plan, plan_repair, repair, scan
 from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
+from adk_session_heal.event_access import ADK_EVENTS
 from adk_session_heal.findings import classify
 from adk_session_heal.healing import build_heal_event, plan_heals
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.policy import HealPolicy
-from adk_session_heal.repair import repair, scan
+from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.rows import DATABASE_EVENTS_TABLE, database_event_row, sqlite_event_row
-from adk_session_heal.views import ADK_EVENTS
 
 NOW = 1_700_100_000.0
 POLICY = HealPolicy(stale_after=3600)
@@ -286,3 +289,37 @@ async def test_repair_reports_each_heal_once(
     assert {w.adk_session_heal["trigger"] for w in warnings} == {"repair"}  # type: ignore[attr-defined]
     await repair(store.url, policy=POLICY, now=NOW + 60, on_heal=seen.append)
     assert len(seen) == 3
+
+
+async def test_apply_skips_sessions_that_moved_since_the_plan(adk_store: Store) -> None:
+    """The plan is applied as made: a session answered or deleted since is skipped, reported."""
+    await fill(adk_store, crashed_histories())
+    await migrate.upgrade(adk_store.url)
+    plan = await plan_repair(adk_store.url, policy=POLICY, now=NOW)
+    assert sorted(h.record.session_id for h in plan.heals) == ["dead", "parallel", "stale"]
+    service = adk_store.service()
+    try:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id="dead")
+        assert session is not None
+        answer = types.Part(function_response=types.FunctionResponse(
+            id="call-1", name="get_weather", response={"temperature": 21}))
+        await service.append_event(session, Event(
+            invocation_id=session.events[-1].invocation_id, author="assistant",
+            content=types.Content(role="user", parts=[answer])))
+        await service.delete_session(app_name=APP, user_id=USER, session_id="parallel")
+    finally:
+        await close(service)
+
+    report = await apply_plan(plan)
+
+    outcomes = {h.record.session_id: h.outcome for h in report.heals}
+    assert outcomes == {"dead": WriteOutcome.CHANGED, "parallel": WriteOutcome.GONE,
+                        "stale": WriteOutcome.WRITTEN}
+    assert (report.healed, report.skipped) == (1, 2)
+    ledger = SqlHealLedger.from_url(adk_store.url)
+    try:
+        assert [r.session_id for r in await ledger.history()] == ["stale"]
+    finally:
+        await ledger.close()
+    assert report.to_json()["skipped"] == 2
+    assert not (await scan(adk_store.url, now=NOW, stale_after=3600)).needs_healing

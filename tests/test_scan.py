@@ -23,12 +23,13 @@ from stores import (
     snapshot,
 )
 
+from adk_session_heal.bulk import scan, scan_service
+from adk_session_heal.event_access import ADK_EVENTS
 from adk_session_heal.findings import classify
-from adk_session_heal.repair import scan, scan_service
-from adk_session_heal.reports import CallEntry
-from adk_session_heal.store.database import Layout, SessionFilter, open_store
+from adk_session_heal.scan_report import CallEntry
+from adk_session_heal.session_key import SessionKey
+from adk_session_heal.store import Layout, SessionFilter, open_store
 from adk_session_heal.testing import History
-from adk_session_heal.views import ADK_EVENTS
 
 NOW = 1_700_100_000.0  # a day and a bit after the histories' clock
 
@@ -71,7 +72,7 @@ async def test_scan_matches_classifying_what_adk_reads(adk_store: Store) -> None
                                                 session_id=session_id)
             assert session is not None
             for finding in classify(session.events, ADK_EVENTS, now=NOW, stale_after=3600).dead:
-                expected.append(CallEntry.of((APP, USER, session_id), finding))
+                expected.append(CallEntry.of(SessionKey(APP, USER, session_id), finding))
     finally:
         closer = getattr(service, "close", None)
         if closer:

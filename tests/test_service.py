@@ -20,12 +20,12 @@ from google.adk.sessions import BaseSessionService, DatabaseSessionService, Sess
 from google.genai import types
 
 from adk_session_heal.errors import HealWriteError
+from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.findings import CallStatus, classify
+from adk_session_heal.heal_record import HealRecord, HealTrigger
 from adk_session_heal.policy import HealPolicy
-from adk_session_heal.records import HealRecord, HealTrigger
 from adk_session_heal.service import HealingSessionService
 from adk_session_heal.testing import History
-from adk_session_heal.views import HEAL_METADATA_KEY
 
 APP, USER = "app", "user"
 

@@ -1,4 +1,4 @@
-"""Tests for adk_session_heal.views: Event objects and stored JSON read alike."""
+"""Tests for adk_session_heal.event_access: Event objects and stored JSON read alike."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 from histories import OPS, build
 from hypothesis import given, settings
 
+from adk_session_heal.event_access import ADK_EVENTS, STORED_JSON
 from adk_session_heal.findings import classify
 from adk_session_heal.testing import History
-from adk_session_heal.views import ADK_EVENTS, STORED_JSON
 
 NOW = 1_700_010_000.0
 

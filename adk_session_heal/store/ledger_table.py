@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from ..records import HealRecord, HealTrigger
+from ..heal_record import HealRecord, HealTrigger
 
 __all__ = [
     "LEDGER_TABLE",

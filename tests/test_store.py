@@ -1,11 +1,16 @@
-"""Tests for adk_session_heal.store.writers: one writer per kind of session service."""
+"""Tests for adk_session_heal.store: one adapter (one writer) per store layout."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from google.adk.events.event import Event
 from google.adk.sessions import (
     BaseSessionService,
@@ -16,17 +21,20 @@ from google.adk.sessions import (
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from stores import (
+    Store,
+    adk_store_fixture,  # noqa: F401  (the adk_store fixture)
+    crashed_histories,
+    fill,
+)
 from test_service import APP, USER, store_crashed, synthetic
 
+from adk_session_heal import migrate
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.service import HealingSessionService
-from adk_session_heal.store.writers import (
-    AppendWriter,
-    DatabaseWriter,
-    InMemoryWriter,
-    SqliteWriter,
-    writer_for,
-)
+from adk_session_heal.store import Layout, store_for_service
 from adk_session_heal.testing import History
 
 
@@ -66,11 +74,17 @@ async def test_writer_is_chosen_by_service_kind(tmp_path: Path) -> None:
     """ADK's own stores get revision-safe writers; anything else goes through append."""
     database = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path}/d.db")
     await database.prepare_tables()
-    assert isinstance(writer_for(database), DatabaseWriter)
-    assert isinstance(writer_for(SqliteSessionService(str(tmp_path / "s.db"))), SqliteWriter)
-    assert isinstance(writer_for(InMemorySessionService()), InMemoryWriter)
-    assert isinstance(writer_for(OpaqueSessionService()), AppendWriter)
-    assert writer_for(OpaqueSessionService()).bumps_revision
+    session = Session(id="s", app_name=APP, user_id=USER)
+
+    def layout(service: BaseSessionService) -> Layout:
+        return store_for_service(service, session).layout
+
+    assert layout(database) is Layout.DATABASE
+    assert layout(SqliteSessionService(str(tmp_path / "s.db"))) is Layout.ADK_SQLITE
+    assert layout(InMemorySessionService()) is Layout.IN_MEMORY
+    assert layout(OpaqueSessionService()) is Layout.APPEND
+    assert store_for_service(OpaqueSessionService(), session).bumps_revision
+    assert not store_for_service(database, session).bumps_revision
     await database.close()
 
 
@@ -116,3 +130,36 @@ async def test_unknown_service_heals_at_once_on_a_new_invocation() -> None:
     assert [e.id for e in stored.events] == ["e-0001", "e-0002", "e-0002-heal", message.id]
     (heal,) = synthetic(stored.events)
     assert stored.events[1].timestamp < heal.timestamp < message.timestamp
+
+
+async def _heal_and_ledger_rows(store: Store) -> tuple[int, int]:
+    heals = "SELECT count(*) FROM events WHERE id LIKE '%-heal%'"
+    recorded = "SELECT count(*) FROM adk_session_heal_ledger"
+    if store.sqlite_path is not None:
+        with sqlite3.connect(store.sqlite_path) as db:
+            return db.execute(heals).fetchone()[0], db.execute(recorded).fetchone()[0]
+    engine = create_async_engine(store.url)
+    try:
+        async with engine.connect() as conn:
+            return ((await conn.execute(text(heals))).scalar_one(),
+                    (await conn.execute(text(recorded))).scalar_one())
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("path", ["wrapper", "repair"])
+async def test_a_kill_between_heal_and_ledger_rows_leaves_both_or_neither(
+    adk_store: Store, path: str
+) -> None:
+    """Heal row and ledger row commit in one transaction: a kill between them leaves neither."""
+    await fill(adk_store, {"dead": crashed_histories()["dead"]})
+    await migrate.upgrade(adk_store.url)
+    command = [sys.executable, str(Path(__file__).with_name("kill_between.py")), path,
+               adk_store.kind, adk_store.url, "dead"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    killed = subprocess.run([*command, "--kill"], env=env, capture_output=True, timeout=120)
+    assert killed.returncode == 9, killed.stderr.decode()
+    assert await _heal_and_ledger_rows(adk_store) == (0, 0)
+    finished = subprocess.run(command, env=env, capture_output=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr.decode()
+    assert await _heal_and_ledger_rows(adk_store) == (1, 1)

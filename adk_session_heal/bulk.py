@@ -1,0 +1,413 @@
+"""Scanning and repairing a whole session database: plan, then apply.
+
+:func:`scan` streams ADK's events table once, in session order, and feeds each
+session's stored JSON to the pure classifier (no pydantic ``Event`` is built
+for any stored event); memory is bounded by the largest session plus what is
+reported. :func:`plan_repair` runs the same scan and plans heals with the
+same :func:`~adk_session_heal.healing.plan_heals` and
+:func:`~adk_session_heal.healing.build_heals` as the wrapper (so the same
+deterministic ids and the same rows) into an immutable :class:`RepairPlan`;
+:func:`apply_plan` writes that plan through the store layout's one writer
+(the one the wrapper uses), in batched transactions that re-check each
+session, skip existing keys and carry their ledger rows. :func:`repair` is
+the two in one. That gives:
+
+* **idempotence**: a second run finds every call answered and heals 0;
+* **interruption safety** (SIGKILL included): a batch commits whole or not at
+  all, and a rerun plans the same ids, so it finishes the job without
+  duplicates;
+* **what was planned is what is written**: a session whose events changed
+  between plan and write is skipped and reported, never healed from a stale
+  view;
+* **no revision bump**: ``sessions`` is never written, so a runner in the
+  middle of a turn never fails with ``StaleSessionError``.
+
+:func:`scan_service` is the fallback for session services without SQL
+storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from google.adk.sessions import BaseSessionService
+
+from .errors import LedgerError
+from .event_access import ADK_EVENTS, STORED_JSON
+from .findings import classify
+from .heal_record import HealRecord, HealTrigger
+from .healing import Heal, SessionHeals, build_heals, plan_heals
+from .observe import report_heal
+from .policy import HealPolicy
+from .scan_report import HealEntry, RepairReport, ScanReport
+from .session_key import SessionKey
+from .store import SessionFilter, SessionStore, open_store
+from .store.ledger import missing_ledger_message
+from .store.migrations import head_revision
+from .store.urls import StoreUrl
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_OLDER_THAN",
+    "RepairPlan",
+    "ScanProgress",
+    "SessionFilter",
+    "apply_plan",
+    "check_repairable",
+    "plan_repair",
+    "repair",
+    "scan",
+    "scan_service",
+]
+
+DEFAULT_OLDER_THAN = 24 * 3600.0
+"""Default age (seconds) after which a call of a session's newest invocation is healed.
+
+A day: far longer than any tool or human-in-the-loop wait should take without
+ADK marking the call long-running, so ``stale`` calls are dead, not slow.
+Superseded calls are healed whatever their age.
+"""
+
+DEFAULT_BATCH_SIZE = 500
+"""Synthetic events inserted per transaction."""
+
+
+class ScanProgress(Protocol):
+    """Receives a scan's progress (e.g. a progress bar)."""
+
+    def start(self, total_sessions: int) -> None:
+        """Called once, before the first session, with the number to scan."""
+        ...
+
+    def advance(self, sessions: int) -> None:
+        """Called as sessions are scanned."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPlan:
+    """What a repair will write, made once and applied as it is.
+
+    The CLI shows it, asks, and applies this same plan; ``--dry-run`` prints
+    it. Applying re-checks each session in the write transaction and skips a
+    session whose events changed since (see
+    :class:`~adk_session_heal.store.WriteOutcome`).
+
+    Attributes:
+        url: The store planned from (password redacted when printed).
+        scan: What the scan found.
+        sessions: The heals, by session, in scan order.
+        planned_at: The clock the plan was made with (the heals' ``healed_at``).
+    """
+
+    url: StoreUrl
+    scan: ScanReport
+    sessions: tuple[SessionHeals, ...]
+    planned_at: float
+
+    @property
+    def heals(self) -> tuple[Heal, ...]:
+        """Every planned heal, in order."""
+        return tuple(heal for planned in self.sessions for heal in planned.heals)
+
+    def __repr__(self) -> str:
+        """A short form: a plan may hold hundreds of thousands of events."""
+        return (f"RepairPlan(url={str(self.url)!r}, sessions={len(self.sessions)}, "
+                f"heals={sum(len(s.heals) for s in self.sessions)})")
+
+
+async def _plan(
+    store: SessionStore,
+    where: SessionFilter,
+    policy: HealPolicy | None,
+    *,
+    now: float,
+    stale_after: float | None,
+    progress: ScanProgress | None,
+) -> tuple[ScanReport, list[SessionHeals]]:
+    """Scans ``store``; with a ``policy``, also plans the heals of every session."""
+    report = ScanReport(str(store), store.layout.value, now, stale_after)
+    report.sessions_scanned = await store.count_sessions(where)
+    if progress is not None:
+        progress.start(report.sessions_scanned)
+    planned: list[SessionHeals] = []
+    async for stored in store.stream_sessions(where):
+        key = stored.key
+        findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after)
+        report.add(key, len(stored.events), findings)
+        if policy is not None and findings.needs_healing:
+            plans = plan_heals(
+                stored.events, findings, app_name=key.app_name, user_id=key.user_id,
+                session_id=key.session_id, access=STORED_JSON,
+            )
+            heals = build_heals(plans, key, policy, trigger=HealTrigger.REPAIR, healed_at=now)
+            planned.append(SessionHeals(key, len(stored.events), heals))
+        if progress is not None:
+            progress.advance(1)
+    return report, planned
+
+
+def _batches(
+    sessions: Sequence[SessionHeals], batch_size: int
+) -> Iterator[list[SessionHeals]]:
+    """Groups whole sessions into batches of about ``batch_size`` heals."""
+    batch: list[SessionHeals] = []
+    size = 0
+    for planned in sessions:
+        if batch and size + len(planned.heals) > batch_size:
+            yield batch
+            batch, size = [], 0
+        batch.append(planned)
+        size += len(planned.heals)
+    if batch:
+        yield batch
+
+
+async def _check_ledger(store: SessionStore) -> None:
+    revision = await store.ledger_revision()
+    if revision != head_revision():
+        raise LedgerError(missing_ledger_message(store, revision))
+
+
+async def _apply(
+    store: SessionStore,
+    plan: RepairPlan,
+    *,
+    ledger: bool,
+    batch_size: int,
+    on_heal: Callable[[HealRecord], object] | None,
+) -> RepairReport:
+    entries: list[HealEntry] = []
+    for batch in _batches(plan.sessions, max(1, batch_size)):
+        for result in await store.write(batch, ledger=ledger):
+            entries.append(HealEntry.of(result))
+            if result.written:
+                report_heal(result.heal.record, on_heal)
+    return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger)
+
+
+async def scan(
+    url: str | StoreUrl,
+    *,
+    where: SessionFilter | None = None,
+    stale_after: float | None = DEFAULT_OLDER_THAN,
+    now: float | None = None,
+    progress: ScanProgress | None = None,
+) -> ScanReport:
+    """Scans an ADK session database, read-only.
+
+    Args:
+        url: The database (any form :func:`~adk_session_heal.store.urls.parse_store_url`
+            accepts).
+        where: Restrict to an app, user or session.
+        stale_after: Age (seconds) after which a call of the newest invocation
+            counts as stale (dead); ``None``: only superseded calls are dead.
+        now: The clock (default: the current time).
+        progress: Receives progress.
+
+    Returns:
+        The report.
+
+    Raises:
+        StoreError: The URL or database cannot be used (one-line message).
+    """
+    store = await open_store(url)
+    try:
+        report, _ = await _plan(
+            store, where or SessionFilter(), None, now=time.time() if now is None else now,
+            stale_after=stale_after, progress=progress,
+        )
+        return report
+    finally:
+        await store.close()
+
+
+async def plan_repair(
+    url: str | StoreUrl,
+    *,
+    where: SessionFilter | None = None,
+    policy: HealPolicy | None = None,
+    now: float | None = None,
+    progress: ScanProgress | None = None,
+) -> RepairPlan:
+    """Scans a session database and plans the heal of every dead call; writes nothing.
+
+    Args:
+        url: The database.
+        where: Restrict to an app, user or session.
+        policy: Which calls are dead (``stale_after``; default
+            :data:`DEFAULT_OLDER_THAN`) and the synthetic payload.
+        now: The clock, also the heals' ``healed_at`` (default: now).
+        progress: Receives the scan's progress.
+
+    Returns:
+        The plan, to print or to pass to :func:`apply_plan`.
+
+    Raises:
+        StoreError: The URL or database cannot be used.
+    """
+    policy = policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN)
+    clock = time.time() if now is None else now
+    store = await open_store(url)
+    try:
+        report, sessions = await _plan(
+            store, where or SessionFilter(), policy, now=clock,
+            stale_after=policy.stale_after_seconds, progress=progress,
+        )
+    finally:
+        await store.close()
+    assert store.url is not None
+    return RepairPlan(store.url, report, tuple(sessions), clock)
+
+
+async def check_repairable(url: str | StoreUrl, *, ledger: bool = True) -> None:
+    """Raises the error :func:`apply_plan` would raise before it writes, without scanning.
+
+    Args:
+        url: The database.
+        ledger: Also require the ledger (as ``apply_plan(ledger=True)`` does).
+
+    Raises:
+        StoreError: The URL or database cannot be used, or refuses writes.
+        LedgerError: ``ledger`` is on and the ledger is missing or outdated.
+    """
+    store = await open_store(url, writable=True)
+    try:
+        if ledger:
+            await _check_ledger(store)
+    finally:
+        await store.close()
+
+
+async def apply_plan(
+    plan: RepairPlan,
+    *,
+    ledger: bool = True,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_heal: Callable[[HealRecord], object] | None = None,
+) -> RepairReport:
+    """Writes a plan: the heals in batched transactions, with their ledger rows.
+
+    Each session is re-checked in its write transaction; one whose events
+    changed since the plan was made (or that was deleted) is skipped and
+    reported. Each heal written is reported like the wrapper's (log,
+    telemetry, ``on_heal``).
+
+    Args:
+        plan: From :func:`plan_repair`.
+        ledger: Record each heal in the ledger, in the same transaction. The
+            ledger must be installed (``db upgrade``) unless this is ``False``.
+        batch_size: Synthetic events per transaction (whole sessions).
+        on_heal: Called once per heal written, with its record.
+
+    Returns:
+        The report, with one entry per planned heal.
+
+    Raises:
+        StoreError: The database cannot be used, or refuses writes.
+        LedgerError: ``ledger`` is on and the ledger is missing or outdated.
+    """
+    store = await open_store(plan.url, writable=True)
+    try:
+        if ledger:
+            await _check_ledger(store)
+        return await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
+    finally:
+        await store.close()
+
+
+async def repair(
+    url: str | StoreUrl,
+    *,
+    where: SessionFilter | None = None,
+    policy: HealPolicy | None = None,
+    dry_run: bool = False,
+    ledger: bool = True,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    now: float | None = None,
+    progress: ScanProgress | None = None,
+    on_heal: Callable[[HealRecord], object] | None = None,
+) -> RepairReport:
+    """Heals every dead call in a session database: :func:`plan_repair` + :func:`apply_plan`.
+
+    Args:
+        url: The database.
+        where: Restrict to an app, user or session.
+        policy: Which calls are dead (``stale_after``; default
+            :data:`DEFAULT_OLDER_THAN`) and the synthetic payload.
+        dry_run: Plan and report exactly what would be written; write nothing.
+        ledger: Record each heal in the ledger, in the same transaction.
+        batch_size: Synthetic events per transaction.
+        now: The clock, also the heals' ``healed_at`` (default: now).
+        progress: Receives the scan's progress.
+        on_heal: Called once per heal written, with its record.
+
+    Returns:
+        The report, with one entry per synthetic event.
+
+    Raises:
+        StoreError: The URL or database cannot be used, or refuses writes.
+        LedgerError: ``ledger`` is on and the ledger is missing or outdated.
+    """
+    policy = policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN)
+    clock = time.time() if now is None else now
+    store = await open_store(url, writable=not dry_run)
+    try:
+        if ledger and not dry_run:
+            await _check_ledger(store)
+        report, sessions = await _plan(
+            store, where or SessionFilter(), policy, now=clock,
+            stale_after=policy.stale_after_seconds, progress=progress,
+        )
+        assert store.url is not None
+        plan = RepairPlan(store.url, report, tuple(sessions), clock)
+        if dry_run:
+            return RepairReport.dry(plan.scan, plan.heals)
+        return await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
+    finally:
+        await store.close()
+
+
+async def scan_service(
+    service: BaseSessionService,
+    *,
+    app_name: str,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    stale_after: float | None = DEFAULT_OLDER_THAN,
+    now: float | None = None,
+) -> ScanReport:
+    """Scans sessions through a session service's API (for stores without SQL).
+
+    One ``list_sessions`` and one ``get_session`` per session: use :func:`scan`
+    for ADK's SQL stores, which is many times faster.
+
+    Args:
+        service: Any ADK session service (e.g. in-memory, Vertex AI).
+        app_name: The app whose sessions to scan (the service API needs it).
+        user_id: Only this user's sessions.
+        session_id: Only this session.
+        stale_after: As for :func:`scan`.
+        now: The clock.
+
+    Returns:
+        The report (``layout`` is the service's class name).
+    """
+    clock = time.time() if now is None else now
+    report = ScanReport(type(service).__name__, "service", clock, stale_after)
+    listed = await service.list_sessions(app_name=app_name, user_id=user_id)
+    for listed_session in listed.sessions:
+        if session_id is not None and listed_session.id != session_id:
+            continue
+        session = await service.get_session(
+            app_name=app_name, user_id=listed_session.user_id, session_id=listed_session.id
+        )
+        if session is None:
+            continue
+        report.sessions_scanned += 1
+        findings = classify(session.events, ADK_EVENTS, now=clock, stale_after=stale_after)
+        report.add(SessionKey.of(session), len(session.events), findings)
+    return report

@@ -1,0 +1,350 @@
+"""The minimal view of a stored event that classification needs, from two sources.
+
+Classification must run both on ADK ``Event`` objects (the wrapper, the plugin)
+and straight on stored event JSON (the repair scan, which must not pay for
+pydantic validation of healthy rows). Rather than copying every event into a
+view object (which would cost more than the classification itself), the
+classifier reads events through an :class:`EventAccess`: a small set of
+accessor functions. Two implementations exist:
+
+* :data:`ADK_EVENTS` reads ``google.adk.events.Event`` objects.
+* :data:`STORED_JSON` reads the dict stored in ADK's ``event_data`` column
+  (``Event.model_dump(exclude_none=True, mode="json")``); camelCase keys, as
+  served by ADK's HTTP API, are accepted too.
+
+Both answer the same questions with the same types, so the classifier has one
+code path. Neither performs I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from google.adk.events.event import Event
+from google.genai import types
+
+from .pairing import EMPTY_STEP, Ref, Step
+
+__all__ = [
+    "ADK_EVENTS",
+    "HEAL_METADATA_KEY",
+    "STORED_JSON",
+    "AdkEventAccess",
+    "EventAccess",
+    "StoredJsonAccess",
+    "content_step",
+    "json_content_step",
+]
+
+HEAL_METADATA_KEY = "adk_session_heal"
+"""Key of ``Event.custom_metadata`` that marks an event this package wrote."""
+
+E = TypeVar("E")
+E_contra = TypeVar("E_contra", contravariant=True)
+
+
+class EventAccess(Protocol[E_contra]):
+    """Reads the fields classification needs from one kind of event object."""
+
+    def steps(self, events: Sequence[E_contra]) -> tuple[list[Step], list[int]]:
+        """Returns each event's call and response parts, and where rewinds are.
+
+        One call for the whole list: this is the only per-event work a session
+        whose calls are all answered pays for, so it is a single tight loop.
+
+        Returns:
+            ``(steps, rewinds)``: one step per event (empty for partial events
+            and events without calls or responses), and the indices of rewind
+            events. Rewind events are recognised among content-less events, as
+            ADK writes them (``google/adk/sessions/_rewind_utils.py``).
+        """
+        ...
+
+    def event_id(self, event: E_contra) -> str:
+        """Returns the event id."""
+        ...
+
+    def invocation_id(self, event: E_contra) -> str:
+        """Returns the invocation id ('' when unset)."""
+        ...
+
+    def timestamp(self, event: E_contra) -> float:
+        """Returns the event time as POSIX seconds."""
+        ...
+
+    def author(self, event: E_contra) -> str:
+        """Returns the author ('user' or an agent name)."""
+        ...
+
+    def branch(self, event: E_contra) -> str | None:
+        """Returns the agent branch, if any."""
+        ...
+
+    def isolation_scope(self, event: E_contra) -> str | None:
+        """Returns ADK's isolation scope tag, if any."""
+        ...
+
+    def node_path(self, event: E_contra) -> str | None:
+        """Returns the workflow node path, if any."""
+        ...
+
+    def is_partial(self, event: E_contra) -> bool:
+        """Returns whether the event is a streaming partial (never counts)."""
+        ...
+
+    def is_compaction(self, event: E_contra) -> bool:
+        """Returns whether the event is a compaction summary."""
+        ...
+
+    def rewind_target(self, event: E_contra) -> str | None:
+        """Returns the invocation this event rewinds before, if it is a rewind."""
+        ...
+
+    def long_running_ids(self, event: E_contra) -> Collection[str]:
+        """Returns the ids the event marks as long-running calls."""
+        ...
+
+    def pending_ids(self, event: E_contra) -> Collection[str]:
+        """Returns the call ids awaiting a tool confirmation or a credential."""
+        ...
+
+    def heal_marker(self, event: E_contra) -> Mapping[str, Any] | None:
+        """Returns this package's synthetic-event marker, if the event has one."""
+        ...
+
+
+def content_step(content: types.Content | None) -> Step:
+    """Returns the call and response parts of one ``types.Content`` (or ``None``).
+
+    The only loop over genai parts in the package: event accessors, the context
+    filter and the Gemini validator all read parts through it.
+    """
+    parts = content.parts if content is not None else None
+    if not parts:
+        return EMPTY_STEP
+    # Lists are only allocated for contents that hold calls or responses: most
+    # do not, and this runs on every get_session and every model request.
+    calls: list[Ref] | None = None
+    responses: list[Ref] | None = None
+    for part in parts:
+        call = part.function_call
+        if call is not None:
+            if calls is None:
+                calls = []
+            calls.append((call.id or None, call.name or ""))
+            continue
+        response = part.function_response
+        if response is not None:
+            if responses is None:
+                responses = []
+            responses.append((response.id or None, response.name or ""))
+    if calls is None and responses is None:
+        return EMPTY_STEP
+    return (calls or (), responses or ())
+
+
+def json_content_step(content: Mapping[str, Any] | None) -> Step:
+    """Returns the call and response parts of one content dict (snake or camel case)."""
+    parts = content.get("parts") if content else None
+    if not parts:
+        return EMPTY_STEP
+    calls: list[Ref] | None = None
+    responses: list[Ref] | None = None
+    for part in parts:
+        call = part.get("function_call") or part.get("functionCall")
+        if call is not None:
+            if calls is None:
+                calls = []
+            calls.append((call.get("id") or None, call.get("name") or ""))
+            continue
+        response = part.get("function_response") or part.get("functionResponse")
+        if response is not None:
+            if responses is None:
+                responses = []
+            responses.append((response.get("id") or None, response.get("name") or ""))
+    if calls is None and responses is None:
+        return EMPTY_STEP
+    return (calls or (), responses or ())
+
+
+class AdkEventAccess:
+    """Reads ``google.adk.events.Event`` objects."""
+
+    def steps(self, events: Sequence[Event]) -> tuple[list[Step], list[int]]:
+        """Returns each event's call and response parts, and where rewinds are."""
+        steps = [content_step(None if e.partial else e.content) for e in events]
+        rewinds = [
+            i for i, e in enumerate(events)
+            if e.content is None and e.actions.rewind_before_invocation_id
+        ]
+        return steps, rewinds
+
+    def event_id(self, event: Event) -> str:
+        """Returns the event id."""
+        return event.id
+
+    def invocation_id(self, event: Event) -> str:
+        """Returns the invocation id ('' when unset)."""
+        return event.invocation_id or ""
+
+    def timestamp(self, event: Event) -> float:
+        """Returns the event time as POSIX seconds."""
+        return float(event.timestamp)
+
+    def author(self, event: Event) -> str:
+        """Returns the author."""
+        return event.author
+
+    def branch(self, event: Event) -> str | None:
+        """Returns the agent branch, if any."""
+        return event.branch
+
+    def isolation_scope(self, event: Event) -> str | None:
+        """Returns ADK's isolation scope tag, if any."""
+        return event.isolation_scope
+
+    def node_path(self, event: Event) -> str | None:
+        """Returns the workflow node path, if any."""
+        return event.node_info.path or None
+
+    def is_partial(self, event: Event) -> bool:
+        """Returns whether the event is a streaming partial."""
+        return bool(event.partial)
+
+    def is_compaction(self, event: Event) -> bool:
+        """Returns whether the event is a compaction summary."""
+        return event.actions.compaction is not None
+
+    def rewind_target(self, event: Event) -> str | None:
+        """Returns the invocation this event rewinds before, if any."""
+        return event.actions.rewind_before_invocation_id or None
+
+    def long_running_ids(self, event: Event) -> Collection[str]:
+        """Returns the ids the event marks as long-running calls."""
+        return event.long_running_tool_ids or ()
+
+    def pending_ids(self, event: Event) -> Collection[str]:
+        """Returns the call ids awaiting a tool confirmation or a credential."""
+        actions = event.actions
+        confirmations = actions.requested_tool_confirmations
+        auth = actions.requested_auth_configs
+        if not confirmations and not auth:
+            return ()
+        return {*confirmations, *auth}
+
+    def heal_marker(self, event: Event) -> Mapping[str, Any] | None:
+        """Returns this package's synthetic-event marker, if any."""
+        metadata = event.custom_metadata
+        if not metadata:
+            return None
+        marker = metadata.get(HEAL_METADATA_KEY)
+        return marker if isinstance(marker, Mapping) else None
+
+
+def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
+    value = data.get(snake)
+    if value is None:
+        value = data.get(camel)
+    return value
+
+
+class StoredJsonAccess:
+    """Reads stored event JSON (``event_data``) as plain dicts, without pydantic."""
+
+    def steps(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Step], list[int]]:
+        """Returns each event's call and response parts, and where rewinds are."""
+        steps = [
+            json_content_step(None if e.get("partial") else e.get("content")) for e in events
+        ]
+        rewinds = [
+            i for i, e in enumerate(events) if not e.get("content") and self.rewind_target(e)
+        ]
+        return steps, rewinds
+
+    def event_id(self, event: Mapping[str, Any]) -> str:
+        """Returns the event id."""
+        return str(event.get("id") or "")
+
+    def invocation_id(self, event: Mapping[str, Any]) -> str:
+        """Returns the invocation id ('' when unset)."""
+        return str(_get(event, "invocation_id", "invocationId") or "")
+
+    def timestamp(self, event: Mapping[str, Any]) -> float:
+        """Returns the event time as POSIX seconds."""
+        return float(event.get("timestamp") or 0.0)
+
+    def author(self, event: Mapping[str, Any]) -> str:
+        """Returns the author."""
+        return str(event.get("author") or "")
+
+    def branch(self, event: Mapping[str, Any]) -> str | None:
+        """Returns the agent branch, if any."""
+        return event.get("branch") or None
+
+    def isolation_scope(self, event: Mapping[str, Any]) -> str | None:
+        """Returns ADK's isolation scope tag, if any."""
+        return _get(event, "isolation_scope", "isolationScope") or None
+
+    def node_path(self, event: Mapping[str, Any]) -> str | None:
+        """Returns the workflow node path, if any."""
+        node_info = _get(event, "node_info", "nodeInfo")
+        return (node_info.get("path") or None) if node_info else None
+
+    def is_partial(self, event: Mapping[str, Any]) -> bool:
+        """Returns whether the event is a streaming partial."""
+        return bool(event.get("partial"))
+
+    def is_compaction(self, event: Mapping[str, Any]) -> bool:
+        """Returns whether the event is a compaction summary."""
+        actions = event.get("actions")
+        return bool(actions and actions.get("compaction"))
+
+    def rewind_target(self, event: Mapping[str, Any]) -> str | None:
+        """Returns the invocation this event rewinds before, if any."""
+        actions = event.get("actions")
+        if not actions:
+            return None
+        return _get(actions, "rewind_before_invocation_id", "rewindBeforeInvocationId") or None
+
+    def long_running_ids(self, event: Mapping[str, Any]) -> Collection[str]:
+        """Returns the ids the event marks as long-running calls."""
+        return _get(event, "long_running_tool_ids", "longRunningToolIds") or ()
+
+    def pending_ids(self, event: Mapping[str, Any]) -> Collection[str]:
+        """Returns the call ids awaiting a tool confirmation or a credential."""
+        actions = event.get("actions")
+        if not actions:
+            return ()
+        confirmations = _get(
+            actions, "requested_tool_confirmations", "requestedToolConfirmations"
+        )
+        auth = _get(actions, "requested_auth_configs", "requestedAuthConfigs")
+        if not confirmations and not auth:
+            return ()
+        return {*(confirmations or ()), *(auth or ())}
+
+    def heal_marker(self, event: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Returns this package's synthetic-event marker, if any."""
+        metadata = _get(event, "custom_metadata", "customMetadata")
+        if not metadata:
+            return None
+        marker = metadata.get(HEAL_METADATA_KEY)
+        return marker if isinstance(marker, Mapping) else None
+
+
+class _Checked(Generic[E]):
+    """Type-level assertion that both adapters satisfy :class:`EventAccess`."""
+
+    def __init__(self, access: EventAccess[E]) -> None:
+        self.access = access
+
+
+ADK_EVENTS = AdkEventAccess()
+"""Accessor for ``google.adk.events.Event`` objects."""
+
+STORED_JSON = StoredJsonAccess()
+"""Accessor for stored event JSON dicts."""
+
+_Checked[Event](ADK_EVENTS)
+_Checked[Mapping[str, Any]](STORED_JSON)

@@ -1,0 +1,74 @@
+"""HealRecord: what one heal did, for logs, metrics callbacks and the ledger.
+
+Records of new heals are built in one place,
+:func:`adk_session_heal.healing.build_heals`; the ledger reads stored ones back.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from .session_key import SessionKey
+
+__all__ = ["HealRecord", "HealTrigger"]
+
+
+class HealTrigger(str, enum.Enum):
+    """Which path wrote a heal."""
+
+    GET_SESSION = "get_session"
+    APPEND = "append"
+    REPAIR = "repair"
+
+
+@dataclass(frozen=True, slots=True)
+class HealRecord:
+    """One heal written to storage.
+
+    Attributes:
+        app_name: The session's app.
+        user_id: The session's user.
+        session_id: The session id.
+        call_event_id: The event holding the dead calls.
+        synthetic_event_id: The id of the synthetic response event.
+        invocation_id: The invocation of the call event.
+        call_ids: The answered call ids.
+        tool_names: Their tools, in the same order.
+        reason: ``"superseded"`` or ``"stale"``.
+        trigger: Which path wrote the heal.
+        healed_at: When (POSIX seconds).
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+    call_event_id: str
+    synthetic_event_id: str
+    invocation_id: str
+    call_ids: tuple[str, ...]
+    tool_names: tuple[str, ...]
+    reason: str
+    trigger: HealTrigger
+    healed_at: float
+
+    @property
+    def key(self) -> SessionKey:
+        """The healed session's key."""
+        return SessionKey(self.app_name, self.user_id, self.session_id)
+
+    def log_fields(self) -> dict[str, Any]:
+        """Returns the record as flat fields for a structured log line."""
+        return {
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "call_event_id": self.call_event_id,
+            "synthetic_event_id": self.synthetic_event_id,
+            "invocation_id": self.invocation_id,
+            "call_ids": list(self.call_ids),
+            "tool_names": list(self.tool_names),
+            "reason": self.reason,
+            "trigger": self.trigger.value,
+        }

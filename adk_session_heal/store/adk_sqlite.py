@@ -1,0 +1,187 @@
+"""ADK's own ``SqliteSessionService`` layout, through aiosqlite as ADK uses it.
+
+The one adapter for these files, used by the wrapper (over the service's own
+connection helper, which applies its pragmas and serves ``:memory:``) and by
+scan / repair (over the file named by a URL). Same tables names as
+``DatabaseSessionService``, another schema: a REAL ``timestamp``, every field
+read from ``event_data``, events ordered by ``(timestamp, rowid)``. A write is
+one transaction: re-count each planned session's events, insert the heal rows
+(``INSERT OR IGNORE``), insert the ledger rows of the heals written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import aiosqlite
+from google.adk.events.event import Event
+
+from ..healing import SessionHeals
+from ..session_key import SessionKey
+from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .driver_errors import translate_error
+from .inserts import insert_sqlite_events, insert_sqlite_ledger_rows
+from .ledger_table import LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
+from .rows import sqlite_event_row
+from .sql_tables import checked, discount_planned, in_batch_order
+from .streaming import grouped_sessions, sqlite_chunks
+from .urls import StoreUrl
+
+__all__ = ["AdkSqliteStore"]
+
+Connect = Callable[[bool], AbstractAsyncContextManager[aiosqlite.Connection]]
+"""Opens a connection: ``connect(writable)``."""
+
+
+class AdkSqliteStore(SessionStore):
+    """ADK's ``SqliteSessionService`` layout.
+
+    Args:
+        connect: Opens a connection (``connect(writable)``); see
+            :meth:`from_url` and :meth:`from_service`.
+        url: The file's URL, for messages and scans; ``None`` when the
+            connections come from a service.
+    """
+
+    layout = Layout.ADK_SQLITE
+
+    def __init__(self, connect: Connect, url: StoreUrl | None = None) -> None:
+        self._connect = connect
+        self.url = url
+
+    @classmethod
+    def from_url(cls, url: StoreUrl) -> AdkSqliteStore:
+        """Opens the file a URL names (read-only unless a write asks for more)."""
+
+        @asynccontextmanager
+        async def connect(writable: bool) -> AsyncIterator[aiosqlite.Connection]:
+            async with aiosqlite.connect(url.sqlite_uri(writable=writable), uri=True) as db:
+                yield db
+
+        return cls(connect, url)
+
+    @classmethod
+    def from_service(cls, service: object) -> AdkSqliteStore:
+        """Uses a ``SqliteSessionService``'s own connection helper."""
+        helper = service._get_db_connection  # type: ignore[attr-defined]
+        return cls(lambda _writable: helper())
+
+    def __str__(self) -> str:
+        """Returns the redacted URL."""
+        return str(self.url) if self.url is not None else "the SQLite session file"
+
+    def _error(self, exc: sqlite3.Error, doing: str) -> Exception:
+        return translate_error(exc, self.url, doing) if self.url is not None else exc
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        """Returns how many sessions match."""
+        clause, params = where.where("id")
+        try:
+            async with self._connect(False) as db, db.execute(
+                f"SELECT count(*) FROM sessions{clause}", params
+            ) as cursor:
+                row = await cursor.fetchone()
+                return int(row[0]) if row else 0
+        except sqlite3.Error as exc:
+            raise self._error(exc, "read") from exc
+
+    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
+        if self.url is None:
+            raise NotImplementedError("open the store from its URL to stream it")
+        clause, params = where.where("session_id")
+        sql = (
+            "SELECT app_name, user_id, session_id, event_data FROM events"
+            f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
+        )
+        async for stored in grouped_sessions(
+            sqlite_chunks(self.url, sql, params), key_columns=False
+        ):
+            yield stored
+
+    async def ledger_revision(self) -> str | None:
+        """Returns the heal ledger's revision (``None``: not installed)."""
+        try:
+            async with self._connect(False) as db:
+                tables = {row[0] for row in await db.execute_fetchall(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
+                    return None
+                rows = list(await db.execute_fetchall(
+                    f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
+                return str(rows[0][0]) if rows else None
+        except sqlite3.Error as exc:
+            raise self._error(exc, "read") from exc
+
+    async def write(
+        self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
+    ) -> list[WriteResult]:
+        """Applies the heals in one transaction (see the module docstring)."""
+        try:
+            async with self._connect(True) as db:
+                if not db.in_transaction:  # take the write lock before re-counting
+                    await db.execute("BEGIN IMMEDIATE")
+                counts = await _session_counts(db, batch)
+                live, results = checked(batch, counts)
+                heals = [(planned.key, heal) for planned in live for heal in planned.heals]
+                written = await insert_sqlite_events(db, [
+                    sqlite_event_row(heal.event, app_name=key.app_name, user_id=key.user_id,
+                                     session_id=key.session_id)
+                    for key, heal in heals
+                ])
+                if ledger:
+                    await insert_sqlite_ledger_rows(db, [
+                        ledger_row(heal.record)
+                        for (_, heal), ok in zip(heals, written, strict=True) if ok])
+                await db.commit()
+                stored: dict[str, Event] = {}
+                for (key, heal), ok in zip(heals, written, strict=True):
+                    if not ok and read_back:
+                        found = await _read_event(db, key, heal.event.id)
+                        if found is not None:
+                            stored[heal.event.id] = found
+        except sqlite3.Error as exc:
+            raise self._error(exc, "write to") from exc
+        for (_, heal), ok in zip(heals, written, strict=True):
+            outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
+            results.append(WriteResult(heal, outcome, stored.get(heal.event.id)))
+        return in_batch_order(batch, results)
+
+
+async def _session_counts(
+    db: aiosqlite.Connection, batch: Sequence[SessionHeals]
+) -> dict[SessionKey, int]:
+    """Counts each re-checked session's events, less its planned heals already stored."""
+    counts: dict[SessionKey, int] = {}
+    present: list[Sequence[Any]] = []
+    for planned in batch:
+        if planned.seen_events is None:
+            continue
+        key = planned.key
+        where = (key.app_name, key.user_id, key.session_id)
+        async with db.execute(
+            "SELECT count(*) FROM events WHERE app_name=? AND user_id=? AND session_id=?", where
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row and row[0]:
+            counts[key] = int(row[0])
+        ids = [heal.event.id for heal in planned.heals]
+        async with db.execute(
+            "SELECT app_name, user_id, session_id, id FROM events WHERE app_name=? AND "
+            f"user_id=? AND session_id=? AND id IN ({', '.join('?' for _ in ids)})",
+            (*where, *ids),
+        ) as cursor:
+            present.extend(await cursor.fetchall())
+    return discount_planned(batch, counts, present)
+
+
+async def _read_event(db: aiosqlite.Connection, key: SessionKey, event_id: str) -> Event | None:
+    async with db.execute(
+        "SELECT event_data FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?",
+        (key.app_name, key.user_id, key.session_id, event_id),
+    ) as cursor:
+        row = await cursor.fetchone()
+    return Event.model_validate_json(row[0]) if row is not None else None

@@ -1,0 +1,181 @@
+"""The one interface every store layout implements: read raw rows, write a plan.
+
+A *layout* is one way ADK keeps sessions: ``DatabaseSessionService``'s tables
+(SQLite, PostgreSQL, MySQL/MariaDB), ADK's own ``SqliteSessionService`` file,
+``InMemorySessionService``'s dictionaries, or, for any other service, nothing
+but its public ``append_event``. Each layout has exactly one adapter, a
+:class:`SessionStore`, and the wrapper and repair write through the same one:
+
+* :meth:`SessionStore.stream_sessions` yields each session's stored events as
+  plain JSON dicts, oldest first, as that layout's ADK reader orders them;
+* :meth:`SessionStore.write` applies planned heals
+  (:class:`~adk_session_heal.healing.SessionHeals`): in one transaction per
+  call where the layout has transactions, with each heal's ledger row in that
+  same transaction, re-counting each session's events first and skipping a
+  session that moved since it was planned. Inserts keep a row that already
+  holds a heal's key; nothing is updated or deleted.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from google.adk.events.event import Event
+
+from ..errors import UnsupportedStoreError
+from ..healing import Heal, SessionHeals
+from ..session_key import SessionKey
+from .urls import StoreUrl
+
+__all__ = [
+    "Layout",
+    "SessionFilter",
+    "SessionStore",
+    "StoredSession",
+    "WriteOutcome",
+    "WriteResult",
+]
+
+
+class Layout(str, enum.Enum):
+    """Which ADK service's layout a store holds."""
+
+    DATABASE = "database"
+    """``DatabaseSessionService``, schema "1" (any SQL backend)."""
+    ADK_SQLITE = "adk_sqlite"
+    """ADK's own ``SqliteSessionService``."""
+    IN_MEMORY = "in_memory"
+    """``InMemorySessionService``'s dictionaries."""
+    APPEND = "append"
+    """Any other service: written through its ``append_event`` only."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Restricts a scan to one app, user or session (``None`` = all)."""
+
+    app_name: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+
+    def where(self, session_column: str) -> tuple[str, dict[str, str]]:
+        """Returns a SQL ``WHERE`` clause (or ``""``) and its bound parameters.
+
+        Args:
+            session_column: The session id's column: ``"session_id"`` in
+                ``events``, ``"id"`` in ``sessions``.
+        """
+        clauses: list[str] = []
+        params: dict[str, str] = {}
+        for column, name, value in (("app_name", "app_name", self.app_name),
+                                    ("user_id", "user_id", self.user_id),
+                                    (session_column, "session_id", self.session_id)):
+            if value is not None:
+                clauses.append(f"{column} = :{name}")
+                params[name] = value
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+class StoredSession(NamedTuple):
+    """One session's stored events, oldest first, as ADK would read them.
+
+    ``events`` are the ``event_data`` JSON dicts, with ``id``,
+    ``invocation_id`` and ``timestamp`` as ADK's reader sets them.
+    """
+
+    key: SessionKey
+    events: list[dict[str, Any]]
+
+
+class WriteOutcome(str, enum.Enum):
+    """What a writer did with one planned heal."""
+
+    WRITTEN = "written"
+    """Inserted by this write."""
+    PRESENT = "already_present"
+    """A row with the heal's key was already stored (another healer won)."""
+    CHANGED = "session_changed"
+    """Skipped: the session's events changed since the plan was made."""
+    GONE = "session_deleted"
+    """Skipped: the session was deleted since the plan was made."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """One planned heal and what the writer did with it.
+
+    Attributes:
+        heal: The planned heal.
+        outcome: What happened.
+        stored: The event storage holds under the heal's id when it was
+            already present and the caller asked to read it back; else ``None``.
+    """
+
+    heal: Heal
+    outcome: WriteOutcome
+    stored: Event | None = None
+
+    @property
+    def written(self) -> bool:
+        """Whether this write inserted the heal."""
+        return self.outcome is WriteOutcome.WRITTEN
+
+
+class SessionStore:
+    """One store layout's adapter (see the module docstring).
+
+    Attributes:
+        layout: Which layout this adapter serves.
+        url: The URL it was opened from (``None``: built over a service).
+        transactional: Heals and their ledger rows commit together.
+        bumps_revision: A write changes the session's stored revision (only
+            the ``append_event`` fallback), so a runner holding the session
+            would fail its next append.
+    """
+
+    layout: Layout
+    url: StoreUrl | None = None
+    transactional = True
+    bumps_revision = False
+
+    def __str__(self) -> str:
+        """Names the store for messages (URLs with their password redacted)."""
+        return self.layout.value
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        """Returns how many sessions match."""
+        raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
+
+    def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        """Yields every matching session that has events, in one ordered pass.
+
+        Rows are streamed in chunks; one session's events are held at a time.
+        """
+        raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
+
+    async def ledger_revision(self) -> str | None:
+        """Returns the heal ledger's migration revision, or ``None`` if absent."""
+        return None
+
+    async def write(
+        self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
+    ) -> list[WriteResult]:
+        """Applies planned heals.
+
+        Args:
+            batch: The heals, grouped by session.
+            ledger: Also insert each written heal's ledger row, in the same
+                transaction.
+            read_back: For a heal already present, read the stored event back
+                into :attr:`WriteResult.stored`.
+
+        Returns:
+            One result per heal, in ``batch`` order.
+        """
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Releases connections this adapter opened."""

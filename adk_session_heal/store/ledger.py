@@ -1,0 +1,222 @@
+"""The heal ledger: an audit table of every heal, whichever path wrote it.
+
+One row per synthetic event: app, user, session, call event, synthetic event
+id, invocation, call ids, tool names, reason, trigger (``get_session``,
+``append`` or ``repair``) and time. The table is unique on
+``(app_name, user_id, session_id, synthetic_event_id)``, so recording is
+idempotent and a heal is recorded once, whichever healer (wrapper or CLI)
+wrote it.
+
+Switching it on:
+
+1. Create the table once, in the session database: ``adk-session-heal db
+   upgrade URL`` (or ``await adk_session_heal.migrate.upgrade(URL)``).
+2. ``repair`` records its heals in the same transaction as the synthetic
+   events (``--no-ledger`` skips that).
+3. The wrapper records when given a ledger::
+
+       ledger = SqlHealLedger.from_url(db_url)     # or SqlHealLedger(engine)
+       service = HealingSessionService(inner, ledger=ledger)
+
+   It calls ``await ledger.record([...])`` after each heal it wrote.
+
+Both ADK layouts are supported: for a ``SqliteSessionService`` file
+(``sqlite:///x.db``) the ledger table lives in that file beside ADK's tables,
+which ADK's SQLite service ignores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from urllib.parse import unquote, urlsplit
+
+from sqlalchemy import inspect, select, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from ..errors import LedgerError
+from ..heal_record import HealRecord
+from .driver_errors import translate_error
+from .inserts import insert_ledger_rows
+from .ledger_table import (
+    LEDGER_TABLE,
+    LEDGER_TABLE_NAME,
+    LEDGER_VERSION_TABLE,
+    ledger_row,
+    record_from_row,
+)
+from .migrations import head_revision
+from .urls import StoreUrl, parse_store_url
+
+__all__ = ["SqlHealLedger", "missing_ledger_message", "read_ledger_revision"]
+
+
+async def read_ledger_revision(conn: AsyncConnection) -> str | None:
+    """Returns the heal ledger's migration revision over ``conn`` (``None``: absent)."""
+    tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+    if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
+        return None
+    result = await conn.execute(text(f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
+    value = result.scalar_one_or_none()
+    return str(value) if value is not None else None
+
+
+def missing_ledger_message(url: object, revision: str | None) -> str:
+    """Returns the one-line error for a missing or outdated ledger."""
+    if revision is None:
+        return (
+            f"no heal ledger in {url}: run `adk-session-heal db upgrade URL` once "
+            "to create it (or pass --no-ledger to repair without an audit trail)"
+        )
+    return (
+        f"the heal ledger in {url} is at revision {revision!r}, not {head_revision()!r}: "
+        "run `adk-session-heal db upgrade URL`"
+    )
+
+
+def _sqlite_file(database: str | None) -> str | None:
+    """Returns the file a SQLite database name (a path or a ``file:`` URI) opens."""
+    if database and database.startswith("file:"):
+        database = unquote(urlsplit(database).path)
+    if not database or database == ":memory:":
+        return None
+    return os.path.realpath(database)
+
+
+def _same_file(first: str | None, second: str | None) -> bool:
+    """Whether two SQLite database names open the same file (never in-memory ones)."""
+    mine, theirs = _sqlite_file(first), _sqlite_file(second)
+    return mine is not None and mine == theirs
+
+
+class SqlHealLedger:
+    """Records and reads heals in the ledger table of a SQL database.
+
+    Args:
+        engine: An async engine on the database holding the ledger (e.g. the
+            ``db_engine`` of a ``DatabaseSessionService``).
+        owns_engine: Dispose the engine on :meth:`close`.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
+        self.engine = engine
+        self._owns_engine = owns_engine
+        self._url: StoreUrl | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> SqlHealLedger:
+        """Opens the ledger of a session database given by URL (any accepted form)."""
+        store_url = parse_store_url(url)
+        ledger = cls(create_async_engine(store_url.sqlalchemy_url(writable=True)),
+                     owns_engine=True)
+        ledger._url = store_url
+        return ledger
+
+    def shares_database(self, service: object) -> bool:
+        """Whether this ledger lives in the database a session service stores sessions in.
+
+        Then the service's writer records heals in the heals' own transaction.
+
+        Args:
+            service: A ``DatabaseSessionService`` or ``SqliteSessionService``
+                (any other service never shares it).
+        """
+        mine = self.engine.url
+        engine = getattr(service, "db_engine", None)
+        if isinstance(engine, AsyncEngine):
+            theirs = engine.url
+            if mine.get_backend_name() == "sqlite" == theirs.get_backend_name():
+                return _same_file(mine.database, theirs.database)
+            return (
+                mine.get_backend_name() == theirs.get_backend_name()
+                and (mine.host, mine.port, mine.database, mine.username)
+                == (theirs.host, theirs.port, theirs.database, theirs.username)
+            )
+        path = getattr(service, "_db_path", None)
+        return (
+            isinstance(path, str)
+            and mine.get_backend_name() == "sqlite"
+            and _same_file(mine.database, path)
+        )
+
+    def _where(self) -> str:
+        return str(self._url) if self._url else "the ledger database"
+
+    async def record(
+        self, records: Sequence[HealRecord], *, conn: AsyncConnection | None = None
+    ) -> None:
+        """Records heals; a heal already recorded is skipped (idempotent).
+
+        Args:
+            records: The heals.
+            conn: Record inside this connection's transaction (so the records
+                commit with the heals); by default in a transaction of its own.
+
+        Raises:
+            LedgerError: The ledger table is missing (run ``db upgrade``).
+        """
+        rows = [ledger_row(r) for r in records]
+        if not rows:
+            return
+        try:
+            if conn is not None:
+                await insert_ledger_rows(conn, rows)
+                return
+            async with self.engine.begin() as own:
+                await insert_ledger_rows(own, rows)
+        except SQLAlchemyError as exc:
+            revision = await self.revision()
+            if revision != head_revision():
+                raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
+            raise LedgerError(
+                f"cannot record heals in {self._where()}: {type(exc).__name__}"
+            ) from exc
+
+    async def revision(self) -> str | None:
+        """Returns the ledger's migration revision (``None``: not installed)."""
+        try:
+            async with self.engine.connect() as conn:
+                return await read_ledger_revision(conn)
+        except SQLAlchemyError as exc:
+            if self._url is None:
+                raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
+            raise translate_error(exc, self._url, "read") from exc
+
+    async def check(self) -> None:
+        """Raises :class:`LedgerError` unless the ledger is installed and current."""
+        revision = await self.revision()
+        if revision != head_revision():
+            raise LedgerError(missing_ledger_message(self._where(), revision))
+
+    async def history(
+        self,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[HealRecord]:
+        """Returns recorded heals, oldest first, optionally filtered.
+
+        Raises:
+            LedgerError: The ledger is not installed or out of date.
+        """
+        await self.check()
+        table = LEDGER_TABLE
+        statement = select(table)
+        for column, value in (("app_name", app_name), ("user_id", user_id),
+                              ("session_id", session_id)):
+            if value is not None:
+                statement = statement.where(table.c[column] == value)
+        statement = statement.order_by(table.c.healed_at, table.c.id)
+        if limit is not None:
+            statement = statement.limit(limit)
+        async with self.engine.connect() as conn:
+            result = await conn.execute(statement)
+            return [record_from_row(row) for row in result]
+
+    async def close(self) -> None:
+        """Disposes the engine if this ledger created it."""
+        if self._owns_engine:
+            await self.engine.dispose()

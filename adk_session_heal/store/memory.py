@@ -1,0 +1,63 @@
+"""``InMemorySessionService``'s layout: its ``sessions`` dictionary, written in place.
+
+A heal is inserted into the stored session's event list right after its call
+event; ``last_update_time`` is left alone, so no revision changes. There is no
+transaction and no ledger table: the wrapper records heals in its own ledger,
+if it has one, after the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.adk.sessions import InMemorySessionService
+
+from ..healing import SessionHeals
+from .base import Layout, SessionStore, WriteOutcome, WriteResult
+
+__all__ = ["InMemoryStore"]
+
+
+class InMemoryStore(SessionStore):
+    """Writes heals into an ``InMemorySessionService``'s stored sessions."""
+
+    layout = Layout.IN_MEMORY
+    transactional = False
+
+    def __init__(self, service: InMemorySessionService) -> None:
+        self._service = service
+
+    async def write(
+        self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
+    ) -> list[WriteResult]:
+        """Inserts each heal after its call event, unless an event with its id is there."""
+        results: list[WriteResult] = []
+        for planned in batch:
+            key = planned.key
+            session = (
+                self._service.sessions.get(key.app_name, {})
+                .get(key.user_id, {})
+                .get(key.session_id)
+            )
+            planned_ids = {heal.event.id for heal in planned.heals}
+            now = None if session is None else sum(
+                1 for event in session.events if event.id not in planned_ids)
+            if session is None or (planned.seen_events is not None and now != planned.seen_events):
+                outcome = WriteOutcome.GONE if session is None else WriteOutcome.CHANGED
+                results.extend(WriteResult(heal, outcome) for heal in planned.heals)
+                continue
+            stored = session.events
+            by_id = {event.id: event for event in stored}
+            for heal in planned.heals:
+                existing = by_id.get(heal.event.id)
+                if existing is not None:
+                    results.append(WriteResult(heal, WriteOutcome.PRESENT, existing))
+                    continue
+                position = next(
+                    (i + 1 for i, e in enumerate(stored) if e.id == heal.plan.call_event_id),
+                    len(stored),
+                )
+                stored.insert(position, heal.event)
+                by_id[heal.event.id] = heal.event
+                results.append(WriteResult(heal, WriteOutcome.WRITTEN))
+        return results

@@ -1,0 +1,179 @@
+"""Opening a store: which layout a URL or a session service holds, and its adapter.
+
+A URL's layout is read from the database before anything else is done with it:
+
+* ``adk_internal_metadata`` says schema ``"1"``: ``DatabaseSessionService``.
+* No metadata table, an ``events`` table with ``event_data`` and a REAL
+  ``timestamp`` on SQLite: ADK's ``SqliteSessionService``. Such a file is never
+  opened through ``DatabaseSessionService`` (which would add its metadata table
+  and an index, after which ADK's SQLite service can no longer use it).
+* ``events`` with an ``actions`` column and no ``event_data``: ADK's legacy
+  pickled "v0" schema, refused with the command that migrates it.
+
+A session service's adapter is chosen by its class (:func:`store_for_service`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from google.adk.sessions import (
+    BaseSessionService,
+    DatabaseSessionService,
+    InMemorySessionService,
+    Session,
+)
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
+from .adk_sqlite import AdkSqliteStore
+from .append import AppendStore
+from .base import Layout, SessionStore
+from .driver_errors import translate_error
+from .memory import InMemoryStore
+from .sql_tables import SqlTablesStore
+from .urls import StoreUrl, parse_store_url
+
+__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
+
+SUPPORTED_SCHEMA_VERSION = "1"
+"""The ``DatabaseSessionService`` schema version this release reads and writes."""
+
+_ADK_TABLES = ("sessions", "events")
+
+
+def store_for_service(service: BaseSessionService, session: Session) -> SessionStore:
+    """Returns the adapter that writes heals for a session service.
+
+    ADK's own stores get an adapter that writes beside ``append_event`` without
+    bumping the revision; any other service (or a database service on the
+    legacy schema) is written through ``append_event`` on ``session``.
+
+    Args:
+        service: The (inner) session service.
+        session: The caller's session object, for the ``append_event`` fallback.
+    """
+    if isinstance(service, DatabaseSessionService):
+        if getattr(service, "_db_schema_version", None) == SUPPORTED_SCHEMA_VERSION:
+            return SqlTablesStore(service.db_engine)
+        return AppendStore(service, session)
+    if isinstance(service, SqliteSessionService):
+        return AdkSqliteStore.from_service(service)
+    if isinstance(service, InMemorySessionService):
+        return InMemoryStore(service)
+    return AppendStore(service, session)
+
+
+def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str | None) -> None:
+    if not all(name in tables for name in _ADK_TABLES):
+        raise UnsupportedStoreError(
+            f"{url} has no ADK session tables (sessions, events): point the URL at the "
+            "database your ADK app's session service uses"
+        )
+    if "event_data" not in columns:
+        if "actions" in columns:
+            raise UnsupportedStoreError(
+                f"{url} uses ADK's legacy v0 (pickled) schema: migrate it first with "
+                "`adk migrate session --source_db_url=... --dest_db_url=...`, then rerun"
+            )
+        raise UnsupportedStoreError(
+            f"{url} has an events table this release does not know (no event_data column): "
+            "check the URL"
+        )
+    if version is not None and version != SUPPORTED_SCHEMA_VERSION:
+        if version == "0":
+            raise UnsupportedStoreError(
+                f"{url} uses ADK's legacy v0 (pickled) schema: migrate it first with "
+                "`adk migrate session`, then rerun"
+            )
+        raise UnsupportedStoreError(
+            f"{url} has ADK session schema version {version!r}; this release reads schema "
+            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 2.13): use a release of "
+            "adk-session-heal made for that ADK version"
+        )
+
+
+def _inspect_sqlite(url: StoreUrl) -> Layout:
+    """Reads a SQLite file's layout with the standard library, read-only."""
+    try:
+        with sqlite3.connect(url.sqlite_uri(writable=False), uri=True) as db:
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            info = db.execute("PRAGMA table_info(events)").fetchall()
+            columns = {row[1]: str(row[2]).upper() for row in info}
+            version = None
+            if "adk_internal_metadata" in tables:
+                found = db.execute(
+                    "SELECT value FROM adk_internal_metadata WHERE key = 'schema_version'"
+                ).fetchone()
+                version = str(found[0]) if found else "(missing)"
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"{url} is not a readable SQLite database ({exc}): check the path"
+        ) from exc
+    _bad_schema(url, tables, set(columns), version)
+    if version is None and columns.get("timestamp") == "REAL":
+        return Layout.ADK_SQLITE
+    return Layout.DATABASE
+
+
+async def _inspect_server(url: StoreUrl, engine: AsyncEngine) -> None:
+    def read(sync: Any) -> tuple[set[str], set[str], str | None]:
+        inspector = inspect(sync)
+        tables = set(inspector.get_table_names())
+        columns = (
+            {c["name"] for c in inspector.get_columns("events")} if "events" in tables else set()
+        )
+        version = None
+        if "adk_internal_metadata" in tables:
+            key = inspector.dialect.identifier_preparer.quote("key")
+            found = sync.execute(
+                text(f"SELECT value FROM adk_internal_metadata WHERE {key} = 'schema_version'")
+            ).fetchone()
+            version = str(found[0]) if found else "(missing)"
+        return tables, columns, version
+
+    async with engine.connect() as conn:
+        tables, columns, version = await conn.run_sync(read)
+    _bad_schema(url, tables, columns, version)
+
+
+async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionStore:
+    """Opens an ADK session database after checking its layout and schema.
+
+    Args:
+        url: The store URL (see :mod:`adk_session_heal.store.urls`).
+        writable: Open for repair. Otherwise SQLite files are opened read-only.
+
+    Returns:
+        The opened store; ``await store.close()`` when done.
+
+    Raises:
+        UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
+            unknown schema.
+        ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
+        StoreError: The database could not be reached.
+    """
+    store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    if writable and store_url.read_only:
+        raise ReadOnlyStoreError(
+            f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "
+            "or use scan / repair --dry-run"
+        )
+    if store_url.sqlite_path is not None and _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
+        return AdkSqliteStore.from_url(store_url)
+    engine = create_async_engine(store_url.sqlalchemy_url(writable=writable))
+    try:
+        if store_url.sqlite_path is None:
+            await _inspect_server(store_url, engine)
+    except (SQLAlchemyError, OSError) as exc:
+        await engine.dispose()
+        raise translate_error(exc, store_url, "connect to") from exc
+    except BaseException:
+        await engine.dispose()
+        raise
+    return SqlTablesStore(engine, store_url, owns_engine=True)

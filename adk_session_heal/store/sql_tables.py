@@ -1,0 +1,249 @@
+"""``DatabaseSessionService``'s layout (schema "1"), on SQLite, PostgreSQL and MySQL/MariaDB.
+
+The one adapter for these tables, used by the wrapper (over the service's own
+engine) and by scan / repair (over an engine opened from a URL):
+
+* reads stream ``events`` ordered as ADK's ``get_session`` orders them,
+  ``(timestamp, id)``, taking ``id`` and ``invocation_id`` from the columns and
+  the timestamp from ``event_data`` (see
+  :func:`~adk_session_heal.store.streaming.grouped_sessions`);
+* a write is one transaction: count each planned session's events and skip a
+  session that moved, insert the heal rows (keeping any row that holds the
+  key), insert the ledger rows of the heals it wrote. ``sessions`` is never
+  touched, so no revision changes and a runner mid-turn never fails with
+  ``StaleSessionError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.sessions.schemas.v1 import StorageEvent
+from sqlalchemy import case, func, select, text, tuple_
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..errors import LedgerError, StoreError
+from ..healing import SessionHeals
+from ..session_key import SessionKey
+from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .driver_errors import translate_error
+from .inserts import insert_database_events_batch, insert_ledger_rows
+from .ledger import missing_ledger_message, read_ledger_revision
+from .ledger_table import ledger_row
+from .rows import DATABASE_EVENTS_TABLE, database_event_row
+from .streaming import grouped_sessions, server_chunks, sqlite_chunks
+from .urls import StoreUrl
+
+__all__ = ["SqlTablesStore", "checked", "discount_planned", "in_batch_order"]
+
+_EVENTS = DATABASE_EVENTS_TABLE
+
+
+async def session_counts(
+    conn: AsyncConnection, batch: Sequence[SessionHeals]
+) -> dict[SessionKey, int]:
+    """Counts each re-checked session's events now, in one statement of ``conn``'s transaction.
+
+    A planned heal already stored (written by a racing healer) is not counted:
+    the session is as planned, and the insert will find the heal present.
+    """
+    checking = [s for s in batch if s.seen_events is not None]
+    if not checking:
+        return {}
+    columns = (_EVENTS.c.app_name, _EVENTS.c.user_id, _EVENTS.c.session_id)
+    planned = tuple_(*columns, _EVENTS.c.id).in_([
+        (s.key.app_name, s.key.user_id, s.key.session_id, heal.event.id)
+        for s in checking for heal in s.heals
+    ])
+    statement = (
+        select(*columns, func.count(), func.sum(case((planned, 1), else_=0)))
+        .where(tuple_(*columns).in_(
+            [(s.key.app_name, s.key.user_id, s.key.session_id) for s in checking]))
+        .group_by(*columns)
+    )
+    result = await conn.execute(statement)
+    return {
+        SessionKey(app, user, session): int(events) - int(present or 0)
+        for app, user, session, events, present in result
+    }
+
+
+def discount_planned(
+    batch: Sequence[SessionHeals],
+    counts: dict[SessionKey, int],
+    present: Iterable[Sequence[Any]],
+) -> dict[SessionKey, int]:
+    """Subtracts from ``counts`` the planned heals already stored in their own session.
+
+    Args:
+        batch: The planned sessions.
+        counts: Events per session, as counted now.
+        present: ``(app_name, user_id, session_id, id)`` rows whose id is a
+            planned heal's id (in any session of the batch).
+    """
+    planned = {(s.key, heal.event.id) for s in batch for heal in s.heals}
+    for app, user, session, event_id in present:
+        key = SessionKey(app, user, session)
+        if (key, event_id) in planned:
+            counts[key] -= 1
+    return counts
+
+
+def checked(
+    batch: Sequence[SessionHeals], counts: dict[SessionKey, int]
+) -> tuple[list[SessionHeals], list[WriteResult]]:
+    """Splits a batch into the sessions still as planned and the skipped heals.
+
+    Args:
+        batch: The planned sessions.
+        counts: Their events now, less planned heals already stored
+            (:func:`discount_planned`); a session absent has none.
+    """
+    live: list[SessionHeals] = []
+    skipped: list[WriteResult] = []
+    for planned in batch:
+        if planned.seen_events is None or counts.get(planned.key, 0) == planned.seen_events:
+            live.append(planned)
+            continue
+        outcome = WriteOutcome.GONE if not counts.get(planned.key) else WriteOutcome.CHANGED
+        skipped.extend(WriteResult(heal, outcome) for heal in planned.heals)
+    return live, skipped
+
+
+def in_batch_order(
+    batch: Sequence[SessionHeals], results: Iterable[WriteResult]
+) -> list[WriteResult]:
+    """Returns ``results`` in the order of the heals in ``batch``."""
+    by_heal = {id(result.heal): result for result in results}
+    return [by_heal[id(heal)] for planned in batch for heal in planned.heals]
+
+
+class SqlTablesStore(SessionStore):
+    """The ``DatabaseSessionService`` layout, through a SQLAlchemy async engine.
+
+    Args:
+        engine: The engine (the service's ``db_engine``, or one opened from a URL).
+        url: The store's URL, for messages and for reading SQLite files
+            directly; ``None`` when the engine belongs to a service (errors are
+            then raised as the driver raised them).
+        owns_engine: Dispose the engine on :meth:`close`.
+    """
+
+    layout = Layout.DATABASE
+
+    def __init__(
+        self, engine: AsyncEngine, url: StoreUrl | None = None, *, owns_engine: bool = False
+    ) -> None:
+        self.engine = engine
+        self.url = url
+        self._owns_engine = owns_engine
+
+    def __str__(self) -> str:
+        """Returns the redacted URL."""
+        return str(self.url) if self.url is not None else "the session database"
+
+    def _error(self, exc: SQLAlchemyError, doing: str) -> Exception:
+        return translate_error(exc, self.url, doing) if self.url is not None else exc
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        """Returns how many sessions match."""
+        clause, params = where.where("id")
+        try:
+            async with self.engine.connect() as conn:
+                result = await conn.execute(text(f"SELECT count(*) FROM sessions{clause}"), params)
+                return int(result.scalar_one())
+        except SQLAlchemyError as exc:
+            raise self._error(exc, "read") from exc
+
+    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        """Yields every matching session with events, ordered as ADK reads them."""
+        if self.url is None:
+            raise NotImplementedError("open the store from its URL to stream it")
+        clause, params = where.where("session_id")
+        sql = (
+            "SELECT app_name, user_id, session_id, id, invocation_id, timestamp, event_data "
+            f"FROM events{clause} ORDER BY app_name, user_id, session_id, timestamp, id"
+        )
+        chunks = (
+            sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
+            else server_chunks(self.engine, self.url, sql, params)
+        )
+        async for stored in grouped_sessions(chunks, key_columns=True):
+            yield stored
+
+    async def ledger_revision(self) -> str | None:
+        """Returns the heal ledger's revision (``None``: not installed)."""
+        try:
+            async with self.engine.connect() as conn:
+                return await read_ledger_revision(conn)
+        except SQLAlchemyError as exc:
+            raise self._error(exc, "read") from exc
+
+    async def write(
+        self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
+    ) -> list[WriteResult]:
+        """Applies the heals in one transaction (see the module docstring)."""
+        try:
+            async with self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":  # take the write lock before re-counting
+                    await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                counts = await session_counts(conn, batch)
+                live, results = checked(batch, counts)
+                heals = [(planned.key, heal) for planned in live for heal in planned.heals]
+                rows = [
+                    database_event_row(heal.event, app_name=key.app_name, user_id=key.user_id,
+                                       session_id=key.session_id)
+                    for key, heal in heals
+                ]
+                written = await insert_database_events_batch(conn, rows)
+                if ledger:
+                    await insert_ledger_rows(conn, [
+                        ledger_row(heal.record)
+                        for (_, heal), ok in zip(heals, written, strict=True) if ok])
+                lost = [key_heal for key_heal, ok in zip(heals, written, strict=True) if not ok]
+                stored = await self._read_back(conn, lost) if read_back and lost else {}
+        except SQLAlchemyError as exc:
+            if ledger and await self.ledger_revision_or_none() is None:
+                raise LedgerError(missing_ledger_message(self, None)) from exc
+            raise self._error(exc, "write to") from exc
+        for (_, heal), ok in zip(heals, written, strict=True):
+            outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
+            results.append(WriteResult(heal, outcome, stored.get(heal.event.id)))
+        return in_batch_order(batch, results)
+
+    async def ledger_revision_or_none(self) -> str | None:
+        """Returns the ledger's revision, or ``None`` when it cannot be read."""
+        try:
+            return await self.ledger_revision()
+        except (SQLAlchemyError, StoreError, OSError):
+            return None
+
+    async def _read_back(
+        self, conn: AsyncConnection, lost: Sequence[tuple[SessionKey, Any]]
+    ) -> dict[str, Event]:
+        stored: dict[str, Event] = {}
+        for key, heal in lost:
+            statement = select(_EVENTS).where(
+                _EVENTS.c.app_name == key.app_name,
+                _EVENTS.c.user_id == key.user_id,
+                _EVENTS.c.session_id == key.session_id,
+                _EVENTS.c.id == heal.event.id,
+            )
+            row = (await conn.execute(statement)).first()
+            if row is not None:
+                stored[heal.event.id] = _to_event(row)
+        return stored
+
+    async def close(self) -> None:
+        """Disposes the engine if this adapter opened it."""
+        if self._owns_engine:
+            await self.engine.dispose()
+
+
+def _to_event(row: Any) -> Event:
+    """Returns the ``Event`` of an ``events`` row, as ``StorageEvent.to_event`` reads it."""
+    storage = StorageEvent(**{c.name: getattr(row, c.name) for c in _EVENTS.columns})
+    return storage.to_event()

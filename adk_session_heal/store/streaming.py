@@ -1,0 +1,178 @@
+"""Streaming a session table in chunks, one session at a time, with bounded memory.
+
+Each driver is read through its own cursor: SQLAlchemy's ``stream()`` over
+asyncpg, aiomysql and aiosqlite kept every row in memory (measured), so memory
+would grow with the database instead of with the largest session.
+:func:`grouped_sessions` turns the ordered rows into one
+:class:`~adk_session_heal.store.base.StoredSession` per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect as pyinspect
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+from google.adk.sessions.schemas.shared import utc_datetime_to_timestamp
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..session_key import SessionKey
+from .base import StoredSession
+from .driver_errors import translate_error
+from .urls import StoreUrl
+
+__all__ = ["grouped_sessions", "server_chunks", "sqlite_chunks"]
+
+_FETCH = 2_000
+try:  # asyncpg's own errors, raised by the raw server-side cursor
+    from asyncpg import PostgresError as _PostgresError
+
+    _DRIVER_ERRORS: tuple[type[Exception], ...] = (_PostgresError,)
+except ImportError:  # pragma: no cover - the postgres extra is not installed
+    _DRIVER_ERRORS = ()
+_READ_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *_DRIVER_ERRORS)
+
+
+def _json_event(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    decoded = json.loads(raw)
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _column_timestamp(value: Any) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return utc_datetime_to_timestamp(value)
+
+
+async def grouped_sessions(
+    chunks: AsyncIterator[Iterable[Any]], *, key_columns: bool
+) -> AsyncIterator[StoredSession]:
+    """Groups ordered rows into one :class:`StoredSession` per session.
+
+    Rows are ``(app_name, user_id, session_id, ..., event_data)``. With
+    ``key_columns`` (``DatabaseSessionService``, whose ``StorageEvent.to_event``
+    does the same) they are ``(..., id, invocation_id, timestamp, event_data)``
+    and the columns' id and invocation id override the JSON's, the column
+    timestamp filling in only a missing JSON one. This loop runs once per stored
+    event, so it is written flat.
+    """
+    loads = json.loads
+    app = user = session = None
+    events: list[dict[str, Any]] = []
+    async for rows in chunks:
+        for row in rows:
+            if row[2] != session or row[1] != user or row[0] != app:
+                if session is not None:
+                    yield StoredSession(SessionKey(app, user, session), events)  # type: ignore[arg-type]
+                app, user, session, events = row[0], row[1], row[2], []
+            raw = row[-1]
+            data = loads(raw) if type(raw) is str else raw
+            if type(data) is not dict:
+                data = _json_event(data)
+            if key_columns:
+                data["id"] = row[3]
+                data["invocation_id"] = row[4]
+                if data.get("timestamp") is None:
+                    data["timestamp"] = _column_timestamp(row[5])
+            events.append(data)
+    if session is not None:
+        yield StoredSession(SessionKey(app, user, session), events)  # type: ignore[arg-type]
+
+
+async def _mysql_chunks(
+    conn: AsyncConnection, sql: str, params: dict[str, str]
+) -> AsyncIterator[Iterable[Any]]:
+    """Streams a query through aiomysql's or asyncmy's unbuffered (SS) cursor."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    module = "asyncmy.cursors" if conn.dialect.driver == "asyncmy" else "aiomysql"
+    unbuffered = importlib.import_module(module).SSCursor
+    for name in params:
+        sql = sql.replace(f":{name}", f"%({name})s")
+    cursor = driver.cursor(unbuffered)
+    if pyinspect.isawaitable(cursor):  # aiomysql returns an awaitable, asyncmy the cursor
+        cursor = await cursor
+    try:
+        await cursor.execute(sql, params)
+        while rows := await cursor.fetchmany(_FETCH):
+            yield rows
+    finally:
+        await cursor.close()
+
+
+async def sqlite_chunks(
+    url: StoreUrl, sql: str, params: dict[str, str]
+) -> AsyncIterator[Iterable[Any]]:
+    """Streams a query over a SQLite file, read-only, in chunks (aiosqlite, bounded memory).
+
+    The next chunk is fetched (in aiosqlite's thread) while the caller works on
+    the current one, so reading and classifying overlap; at most two chunks are
+    held.
+    """
+    try:
+        async with aiosqlite.connect(url.sqlite_uri(writable=False), uri=True) as db, \
+                db.execute(sql, params) as cursor:
+            pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
+            try:
+                while rows := await pending:
+                    pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
+                    yield rows
+            finally:
+                if not pending.done():
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, sqlite3.Error):
+                        await pending
+    except sqlite3.Error as exc:
+        raise translate_error(exc, url, "read") from exc
+
+
+async def server_chunks(
+    engine: AsyncEngine, url: StoreUrl, sql: str, params: dict[str, str]
+) -> AsyncIterator[Iterable[Any]]:
+    """Streams a query from a server in chunks.
+
+    Through the driver's own server-side cursor: SQLAlchemy's ``stream()``
+    over asyncpg and aiomysql kept every row in memory (measured), so memory
+    would grow with the database instead of the largest session.
+    """
+    try:
+        async with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None
+                names = list(params)
+                for position, name in enumerate(names, start=1):
+                    sql = sql.replace(f":{name}", f"${position}")
+                async with driver.transaction(readonly=True):
+                    cursor = await driver.cursor(sql, *(params[n] for n in names))
+                    while rows := await cursor.fetch(_FETCH):
+                        yield rows
+                return
+            if conn.dialect.name in ("mysql", "mariadb"):
+                async for rows in _mysql_chunks(conn, sql, params):
+                    yield rows
+                return
+            result = await conn.stream(
+                text(sql), params, execution_options={"yield_per": _FETCH}
+            )
+            async for rows in result.partitions():
+                yield rows
+    except _READ_ERRORS as exc:
+        raise translate_error(exc, url, "read") from exc

@@ -101,11 +101,11 @@ _MOVED = {
     "validate_openai_chat": "validators",
     "validate_openai_responses": "validators",
 }
-"""Names this package exported at its root before 0.2, and where they live now."""
+"""Names the package root exported before, and the submodule each lives in now."""
 
 
 def __getattr__(name: str) -> Any:
-    """Serves a name that moved to a submodule, with a ``DeprecationWarning`` (until 0.3)."""
+    """Serves a moved name, with a ``DeprecationWarning``, until the next minor release."""
     home = _MOVED.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from .errors import LedgerError
 from .event_access import ADK_EVENTS, STORED_JSON
 from .findings import classify
 from .heal_record import HealRecord, HealTrigger
-from .healing import Heal, SessionHeals, build_heals, plan_heals
+from .healing import Heal, SessionHeals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
@@ -139,12 +139,12 @@ async def _plan(
         findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after)
         report.add(key, len(stored.events), findings)
         if policy is not None and findings.needs_healing:
-            plans = plan_heals(
-                stored.events, findings, app_name=key.app_name, user_id=key.user_id,
-                session_id=key.session_id, access=STORED_JSON,
+            heals = plan_session(
+                stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
+                healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
             )
-            heals = build_heals(plans, key, policy, trigger=HealTrigger.REPAIR, healed_at=now)
-            planned.append(SessionHeals(key, len(stored.events), heals))
+            if heals is not None:
+                planned.append(heals)
         if progress is not None:
             progress.advance(1)
     return report, planned

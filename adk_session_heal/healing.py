@@ -54,6 +54,7 @@ __all__ = [
     "build_marker",
     "heal_event_id",
     "plan_heals",
+    "plan_session",
 ]
 
 E = TypeVar("E")
@@ -337,6 +338,48 @@ def build_heals(
         )
         for plan in plans
     )
+
+
+def plan_session(
+    events: Sequence[E],
+    findings: SessionFindings,
+    key: SessionKey,
+    policy: HealPolicy,
+    *,
+    trigger: HealTrigger,
+    healed_at: float,
+    seen_events: int | None,
+    before: int | None = None,
+    access: EventAccess[E] = ADK_EVENTS,  # type: ignore[assignment]
+) -> SessionHeals | None:
+    """Plans and builds every heal of one session: what its writer applies.
+
+    The wrapper and repair both call this, so they write the same rows.
+
+    Args:
+        events: The classified events, oldest first.
+        findings: :func:`~adk_session_heal.findings.classify` of ``events``.
+        key: The session.
+        policy: Supplies the payloads.
+        trigger: Which path heals.
+        healed_at: When (POSIX seconds).
+        seen_events: How many stored events ``events`` holds (the writer
+            re-counts them); ``None`` for a partial view.
+        before: Heal only calls in events before this index (the wrapper's
+            own view ends there; later events are not stored yet).
+        access: How to read ``events``.
+
+    Returns:
+        The session's heals, or ``None`` when there is nothing to heal.
+    """
+    plans = plan_heals(events, findings, app_name=key.app_name, user_id=key.user_id,
+                       session_id=key.session_id, access=access)
+    if before is not None:
+        plans = tuple(plan for plan in plans if plan.call_event_index < before)
+    if not plans:
+        return None
+    heals = build_heals(plans, key, policy, trigger=trigger, healed_at=healed_at)
+    return SessionHeals(key, seen_events, heals)
 
 
 def apply_heals(events: Sequence[E], heals: Mapping[int, E]) -> list[E]:

@@ -21,7 +21,7 @@ long-running, HITL, id-less or rewound calls (see
 
 Safety: heals for ADK's in-memory, SQLite and database services are written
 without touching the session's revision (see
-:mod:`adk_session_heal.store.writers`), so a runner in the middle of a turn on
+:mod:`adk_session_heal.store`), so a runner in the middle of a turn on
 the same session never fails with ``StaleSessionError``. For any other service
 the only write path is ``append_event``, which bumps the revision, so
 ``get_session`` heals those only when the session has been quiet for
@@ -50,7 +50,7 @@ from typing_extensions import Self, override
 from .errors import HealWriteError
 from .findings import classify
 from .heal_record import HealRecord, HealTrigger
-from .healing import SessionHeals, apply_heals, build_heals, plan_heals
+from .healing import SessionHeals, apply_heals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .session_key import SessionKey
@@ -243,17 +243,12 @@ class HealingSessionService(BaseSessionService):
         findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
         if not findings.needs_healing:
             return
-        key = SessionKey.of(session)
-        present = {event.id for event in session.events}
-        plans = [
-            plan
-            for plan in plan_heals(
-                events, findings, app_name=key.app_name, user_id=key.user_id,
-                session_id=key.session_id,
-            )
-            if plan.call_event_index < len(session.events) and plan.event_id not in present
-        ]
-        if not plans:
+        planned = plan_session(
+            events, findings, SessionKey.of(session), self.policy, trigger=trigger,
+            healed_at=now, seen_events=len(session.events) if whole else None,
+            before=len(session.events),
+        )
+        if planned is None:
             return
         store = store_for_service(self._inner, session)
         if (
@@ -262,11 +257,6 @@ class HealingSessionService(BaseSessionService):
             and now - session.events[-1].timestamp < self.policy.quiet_after
         ):
             return
-        planned = SessionHeals(
-            key,
-            len(session.events) if whole else None,
-            build_heals(plans, key, self.policy, trigger=trigger, healed_at=now),
-        )
         async with self._lock_for(session):
             try:
                 await self._write(session, planned, store)
@@ -283,7 +273,7 @@ class HealingSessionService(BaseSessionService):
                             "app_name": session.app_name,
                             "user_id": session.user_id,
                             "session_id": session.id,
-                            "call_event_ids": [p.call_event_id for p in plans],
+                            "call_event_ids": [h.plan.call_event_id for h in planned.heals],
                         }
                     },
                 )

@@ -27,8 +27,8 @@ from servers import temporary_database
 from sqlalchemy import insert, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from adk_session_heal.store.inserts import insert_sqlite_events
-from adk_session_heal.store.rows import DATABASE_EVENTS_TABLE, database_event_row, sqlite_event_row
+from adk_session_heal.store.adk_sqlite import insert_sqlite_events, sqlite_event_row
+from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
 from adk_session_heal.testing import History
 
 KINDS = ["adk_sqlite", "db_sqlite", "postgres", "mariadb"]

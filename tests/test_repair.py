@@ -40,7 +40,8 @@ from adk_session_heal.healing import build_heal_event, plan_heals
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.store import WriteOutcome
-from adk_session_heal.store.rows import DATABASE_EVENTS_TABLE, database_event_row, sqlite_event_row
+from adk_session_heal.store.adk_sqlite import sqlite_event_row
+from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
 
 NOW = 1_700_100_000.0
 POLICY = HealPolicy(stale_after=3600)
@@ -246,7 +247,7 @@ async def test_sigkill_during_repair_then_rerun(kind: str, tmp_path: Path) -> No
 @pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
 async def test_batched_insert_reports_exactly_what_it_wrote(kind: str, tmp_path: Path) -> None:
     """The batched insert skips existing keys and flags each row written or not."""
-    from adk_session_heal.store.inserts import insert_database_events_batch
+    from adk_session_heal.store.sql_tables import insert_database_events_batch
 
     async for store in make_store(kind, tmp_path):
         histories = crashed_histories()

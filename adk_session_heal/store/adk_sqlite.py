@@ -23,14 +23,93 @@ from ..healing import SessionHeals
 from ..session_key import SessionKey
 from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
 from .driver_errors import translate_error
-from .inserts import insert_sqlite_events, insert_sqlite_ledger_rows
-from .ledger_table import LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
-from .rows import sqlite_event_row
+from .ledger_table import LEDGER_TABLE, LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
 from .sql_tables import checked, discount_planned, in_batch_order
 from .streaming import grouped_sessions, sqlite_chunks
 from .urls import StoreUrl
 
-__all__ = ["AdkSqliteStore"]
+__all__ = [
+    "SQLITE_EVENT_COLUMNS",
+    "AdkSqliteStore",
+    "insert_sqlite_events",
+    "insert_sqlite_ledger_rows",
+    "sqlite_event_row",
+]
+
+SQLITE_EVENT_COLUMNS = (
+    "id",
+    "app_name",
+    "user_id",
+    "session_id",
+    "invocation_id",
+    "timestamp",
+    "event_data",
+)
+"""Column order of ``SqliteSessionService``'s ``events`` table inserts."""
+
+
+_SQLITE_INSERT = (
+    f"INSERT OR IGNORE INTO events ({', '.join(SQLITE_EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in SQLITE_EVENT_COLUMNS)})"
+)
+
+
+_LEDGER_COLUMNS = tuple(c.name for c in LEDGER_TABLE.columns if c.name != "id")
+_SQLITE_LEDGER_INSERT = (
+    f"INSERT OR IGNORE INTO {LEDGER_TABLE.name} ({', '.join(_LEDGER_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _LEDGER_COLUMNS)})"
+)
+
+
+def sqlite_event_row(
+    event: Event, *, app_name: str, user_id: str, session_id: str
+) -> tuple[Any, ...]:
+    """Returns the ``events`` row ``SqliteSessionService`` would store for ``event``.
+
+    Values are in :data:`SQLITE_EVENT_COLUMNS` order.
+    """
+    return (
+        event.id,
+        app_name,
+        user_id,
+        session_id,
+        event.invocation_id,
+        event.timestamp,
+        event.model_dump_json(exclude_none=True),
+    )
+
+
+async def insert_sqlite_events(
+    db: aiosqlite.Connection, rows: Sequence[tuple[Any, ...]]
+) -> list[bool]:
+    """Inserts ``SqliteSessionService`` event rows, skipping existing keys.
+
+    Args:
+        db: An open connection; the caller commits.
+        rows: Rows from :func:`~adk_session_heal.store.rows.sqlite_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    written: list[bool] = []
+    for row in rows:
+        cursor = await db.execute(_SQLITE_INSERT, row)
+        written.append(cursor.rowcount == 1)
+        await cursor.close()
+    return written
+
+
+async def insert_sqlite_ledger_rows(
+    db: aiosqlite.Connection, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Inserts heal-ledger rows into an ADK ``SqliteSessionService`` file.
+
+    Args:
+        db: An open connection; the caller commits (with the heals' rows).
+        rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
+    """
+    if rows:
+        await db.executemany(_SQLITE_LEDGER_INSERT, rows)
 
 Connect = Callable[[bool], AbstractAsyncContextManager[aiosqlite.Connection]]
 """Opens a connection: ``connect(writable)``."""

@@ -31,35 +31,24 @@ import os
 from collections.abc import Sequence
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import inspect, select, text
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ..errors import LedgerError
 from ..heal_record import HealRecord
 from .driver_errors import translate_error
-from .inserts import insert_ledger_rows
 from .ledger_table import (
     LEDGER_TABLE,
-    LEDGER_TABLE_NAME,
-    LEDGER_VERSION_TABLE,
+    insert_ledger_rows,
     ledger_row,
+    read_ledger_revision,
     record_from_row,
 )
 from .migrations import head_revision
 from .urls import StoreUrl, parse_store_url
 
 __all__ = ["SqlHealLedger", "missing_ledger_message", "read_ledger_revision"]
-
-
-async def read_ledger_revision(conn: AsyncConnection) -> str | None:
-    """Returns the heal ledger's migration revision over ``conn`` (``None``: absent)."""
-    tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-    if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
-        return None
-    result = await conn.execute(text(f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
-    value = result.scalar_one_or_none()
-    return str(value) if value is not None else None
 
 
 def missing_ledger_message(url: object, revision: str | None) -> str:

@@ -15,6 +15,7 @@ records at most one heal per call event and attempt.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -26,15 +27,21 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    inspect,
+    text,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..heal_record import HealRecord, HealTrigger
+from .dialects import insert_ignoring_duplicates
 
 __all__ = [
     "LEDGER_TABLE",
     "LEDGER_TABLE_NAME",
     "LEDGER_VERSION_TABLE",
+    "insert_ledger_rows",
     "ledger_row",
+    "read_ledger_revision",
     "record_from_row",
 ]
 
@@ -102,3 +109,25 @@ def record_from_row(row: Any) -> HealRecord:
         trigger=HealTrigger(row.trigger),
         healed_at=float(row.healed_at),
     )
+
+
+async def insert_ledger_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Inserts heal-ledger rows in one statement, skipping heals already recorded.
+
+    Args:
+        conn: A connection inside the caller's transaction (the one that wrote
+            the heals, so a heal and its record commit together).
+        rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
+    """
+    if rows:
+        await conn.execute(insert_ignoring_duplicates(conn.dialect.name, LEDGER_TABLE), rows)
+
+
+async def read_ledger_revision(conn: AsyncConnection) -> str | None:
+    """Returns the heal ledger's migration revision over ``conn`` (``None``: absent)."""
+    tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+    if LEDGER_TABLE_NAME not in tables or LEDGER_VERSION_TABLE not in tables:
+        return None
+    result = await conn.execute(text(f"SELECT version_num FROM {LEDGER_VERSION_TABLE}"))
+    value = result.scalar_one_or_none()
+    return str(value) if value is not None else None

@@ -17,11 +17,12 @@ engine) and by scan / repair (over an engine opened from a URL):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.adk.events.event import Event
+from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
 from google.adk.sessions.schemas.v1 import StorageEvent
-from sqlalchemy import case, func, select, text, tuple_
+from sqlalchemy import Table, case, func, select, text, tuple_
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -29,17 +30,97 @@ from ..errors import LedgerError, StoreError
 from ..healing import SessionHeals
 from ..session_key import SessionKey
 from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .dialects import insert_ignoring_duplicates
 from .driver_errors import translate_error
-from .inserts import insert_database_events_batch, insert_ledger_rows
-from .ledger import missing_ledger_message, read_ledger_revision
-from .ledger_table import ledger_row
-from .rows import DATABASE_EVENTS_TABLE, database_event_row
+from .ledger import missing_ledger_message
+from .ledger_table import insert_ledger_rows, ledger_row, read_ledger_revision
 from .streaming import grouped_sessions, server_chunks, sqlite_chunks
 from .urls import StoreUrl
 
-__all__ = ["SqlTablesStore", "checked", "discount_planned", "in_batch_order"]
+__all__ = [
+    "DATABASE_EVENTS_TABLE",
+    "SqlTablesStore",
+    "checked",
+    "database_event_row",
+    "discount_planned",
+    "in_batch_order",
+    "insert_database_events",
+    "insert_database_events_batch",
+]
+
+DATABASE_EVENTS_TABLE: Table = cast(Table, StorageEvent.__table__)
+"""ADK's ``events`` table (schema "1"), with ADK's own column types."""
 
 _EVENTS = DATABASE_EVENTS_TABLE
+
+
+def database_event_row(
+    event: Event, *, app_name: str, user_id: str, session_id: str
+) -> dict[str, Any]:
+    """Returns the ``events`` row ``DatabaseSessionService`` would store for ``event``.
+
+    The ``timestamp`` column and the JSON ``timestamp`` hold the same instant:
+    ADK reads the JSON one but orders by the column.
+    """
+    return {
+        "id": event.id,
+        "app_name": app_name,
+        "user_id": user_id,
+        "session_id": session_id,
+        "invocation_id": event.invocation_id,
+        "timestamp": timestamp_to_utc_datetime(event.timestamp),
+        "event_data": event.model_dump(exclude_none=True, mode="json"),
+    }
+
+
+async def insert_database_events(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+) -> list[bool]:
+    """Inserts ``DatabaseSessionService`` event rows, skipping existing keys.
+
+    Args:
+        conn: A connection inside the caller's transaction.
+        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    statement = insert_ignoring_duplicates(conn.dialect.name, _EVENTS)
+    written: list[bool] = []
+    for row in rows:
+        result = await conn.execute(statement, row)
+        written.append(result.rowcount == 1)
+    return written
+
+
+async def insert_database_events_batch(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+) -> list[bool]:
+    """Like :func:`insert_database_events`, in one batched statement where possible.
+
+    On PostgreSQL and SQLite the rows go in one multi-row ``INSERT ... ON
+    CONFLICT DO NOTHING RETURNING`` (SQLAlchemy's "insertmanyvalues"), and the
+    returned keys say exactly which rows this call wrote. MySQL/MariaDB have no
+    ``RETURNING`` with ``INSERT IGNORE``, so there the rows go one by one.
+
+    Args:
+        conn: A connection inside the caller's transaction.
+        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+
+    Returns:
+        For each row, whether this call wrote it.
+    """
+    dialect = conn.dialect.name
+    if dialect not in ("postgresql", "sqlite") or not rows:
+        return await insert_database_events(conn, rows)
+    table = DATABASE_EVENTS_TABLE
+    key_columns = (table.c.app_name, table.c.user_id, table.c.session_id, table.c.id)
+    statement = insert_ignoring_duplicates(dialect, _EVENTS).returning(*key_columns)
+    result = await conn.execute(statement, list(rows))
+    written = {tuple(row) for row in result}
+    return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
+
+
 
 
 async def session_counts(

@@ -86,7 +86,7 @@ async def insert_sqlite_events(
 
     Args:
         db: An open connection; the caller commits.
-        rows: Rows from :func:`~adk_session_heal.store.rows.sqlite_event_row`.
+        rows: Rows from :func:`sqlite_event_row`.
 
     Returns:
         For each row, whether this call wrote it.

@@ -30,7 +30,7 @@ from ..errors import LedgerError, StoreError
 from ..healing import SessionHeals
 from ..session_key import SessionKey
 from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
-from .dialects import insert_ignoring_duplicates
+from .dialects import insert_ignoring_duplicates, prepare_write
 from .driver_errors import translate_error
 from .ledger import missing_ledger_message
 from .ledger_table import insert_ledger_rows, ledger_row, read_ledger_revision
@@ -80,7 +80,7 @@ async def insert_database_events(
 
     Args:
         conn: A connection inside the caller's transaction.
-        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+        rows: Rows from :func:`database_event_row`.
 
     Returns:
         For each row, whether this call wrote it.
@@ -105,7 +105,7 @@ async def insert_database_events_batch(
 
     Args:
         conn: A connection inside the caller's transaction.
-        rows: Rows from :func:`~adk_session_heal.store.rows.database_event_row`.
+        rows: Rows from :func:`database_event_row`.
 
     Returns:
         For each row, whether this call wrote it.
@@ -119,8 +119,6 @@ async def insert_database_events_batch(
     result = await conn.execute(statement, list(rows))
     written = {tuple(row) for row in result}
     return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
-
-
 
 
 async def session_counts(
@@ -278,8 +276,7 @@ class SqlTablesStore(SessionStore):
         """Applies the heals in one transaction (see the module docstring)."""
         try:
             async with self.engine.begin() as conn:
-                if conn.dialect.name == "sqlite":  # take the write lock before re-counting
-                    await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                await prepare_write(conn)
                 counts = await session_counts(conn, batch)
                 live, results = checked(batch, counts)
                 heals = [(planned.key, heal) for planned in live for heal in planned.heals]

@@ -21,10 +21,18 @@ from google.adk.events.event import Event
 
 from ..healing import SessionHeals
 from ..session_key import SessionKey
-from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .base import (
+    Layout,
+    SessionFilter,
+    SessionStore,
+    StoredSession,
+    WriteResult,
+    checked,
+    discount_planned,
+    outcomes,
+)
 from .driver_errors import translate_error
 from .ledger_table import LEDGER_TABLE, LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
-from .sql_tables import checked, discount_planned, in_batch_order
 from .streaming import grouped_sessions, sqlite_chunks
 from .urls import StoreUrl
 
@@ -224,10 +232,7 @@ class AdkSqliteStore(SessionStore):
                             stored[heal.event.id] = found
         except sqlite3.Error as exc:
             raise self._error(exc, "write to") from exc
-        for (_, heal), ok in zip(heals, written, strict=True):
-            outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
-            results.append(WriteResult(heal, outcome, stored.get(heal.event.id)))
-        return in_batch_order(batch, results)
+        return outcomes(batch, results, [heal for _, heal in heals], written, stored)
 
 
 async def _session_counts(

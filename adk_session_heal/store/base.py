@@ -19,7 +19,7 @@ but its public ``append_event``. Each layout has exactly one adapter, a
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -37,6 +37,9 @@ __all__ = [
     "StoredSession",
     "WriteOutcome",
     "WriteResult",
+    "checked",
+    "discount_planned",
+    "outcomes",
 ]
 
 
@@ -179,3 +182,68 @@ class SessionStore:
 
     async def close(self) -> None:
         """Releases connections this adapter opened."""
+
+
+def discount_planned(
+    batch: Sequence[SessionHeals],
+    counts: dict[SessionKey, int],
+    present: Iterable[Sequence[Any]],
+) -> dict[SessionKey, int]:
+    """Subtracts from ``counts`` the planned heals already stored in their own session.
+
+    Args:
+        batch: The planned sessions.
+        counts: Events per session, as counted now.
+        present: ``(app_name, user_id, session_id, id)`` rows whose id is a
+            planned heal's id (in any session of the batch).
+    """
+    planned = {(s.key, heal.event.id) for s in batch for heal in s.heals}
+    for app, user, session, event_id in present:
+        key = SessionKey(app, user, session)
+        if (key, event_id) in planned:
+            counts[key] -= 1
+    return counts
+
+
+def checked(
+    batch: Sequence[SessionHeals], counts: dict[SessionKey, int]
+) -> tuple[list[SessionHeals], list[WriteResult]]:
+    """Splits a batch into the sessions still as planned and the skipped heals.
+
+    Args:
+        batch: The planned sessions.
+        counts: Their events now, less planned heals already stored
+            (:func:`discount_planned`); a session absent has none.
+    """
+    live: list[SessionHeals] = []
+    skipped: list[WriteResult] = []
+    for planned in batch:
+        if planned.seen_events is None or counts.get(planned.key, 0) == planned.seen_events:
+            live.append(planned)
+            continue
+        outcome = WriteOutcome.GONE if not counts.get(planned.key) else WriteOutcome.CHANGED
+        skipped.extend(WriteResult(heal, outcome) for heal in planned.heals)
+    return live, skipped
+
+
+def outcomes(
+    batch: Sequence[SessionHeals],
+    skipped: Iterable[WriteResult],
+    inserted: Sequence[Heal],
+    written: Sequence[bool],
+    stored: Mapping[str, Event],
+) -> list[WriteResult]:
+    """Returns one result per heal of ``batch``, in its order.
+
+    Args:
+        batch: What was to be written.
+        skipped: The results of heals whose session moved (:func:`checked`).
+        inserted: The heals the writer tried to insert.
+        written: For each of those, whether the insert wrote it.
+        stored: Events read back for heals already present, by id.
+    """
+    results = {id(result.heal): result for result in skipped}
+    for heal, ok in zip(inserted, written, strict=True):
+        outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
+        results[id(heal)] = WriteResult(heal, outcome, stored.get(heal.event.id))
+    return [results[id(heal)] for planned in batch for heal in planned.heals]

@@ -16,7 +16,7 @@ engine) and by scan / repair (over an engine opened from a URL):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from google.adk.events.event import Event
@@ -29,7 +29,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..errors import LedgerError, StoreError
 from ..healing import SessionHeals
 from ..session_key import SessionKey
-from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .base import (
+    Layout,
+    SessionFilter,
+    SessionStore,
+    StoredSession,
+    WriteResult,
+    checked,
+    discount_planned,
+    outcomes,
+)
 from .dialects import insert_ignoring_duplicates, prepare_write
 from .driver_errors import translate_error
 from .ledger import missing_ledger_message
@@ -40,10 +49,7 @@ from .urls import StoreUrl
 __all__ = [
     "DATABASE_EVENTS_TABLE",
     "SqlTablesStore",
-    "checked",
     "database_event_row",
-    "discount_planned",
-    "in_batch_order",
     "insert_database_events",
     "insert_database_events_batch",
 ]
@@ -159,56 +165,6 @@ async def session_counts(
     return discount_planned(checking, counts, present)
 
 
-def discount_planned(
-    batch: Sequence[SessionHeals],
-    counts: dict[SessionKey, int],
-    present: Iterable[Sequence[Any]],
-) -> dict[SessionKey, int]:
-    """Subtracts from ``counts`` the planned heals already stored in their own session.
-
-    Args:
-        batch: The planned sessions.
-        counts: Events per session, as counted now.
-        present: ``(app_name, user_id, session_id, id)`` rows whose id is a
-            planned heal's id (in any session of the batch).
-    """
-    planned = {(s.key, heal.event.id) for s in batch for heal in s.heals}
-    for app, user, session, event_id in present:
-        key = SessionKey(app, user, session)
-        if (key, event_id) in planned:
-            counts[key] -= 1
-    return counts
-
-
-def checked(
-    batch: Sequence[SessionHeals], counts: dict[SessionKey, int]
-) -> tuple[list[SessionHeals], list[WriteResult]]:
-    """Splits a batch into the sessions still as planned and the skipped heals.
-
-    Args:
-        batch: The planned sessions.
-        counts: Their events now, less planned heals already stored
-            (:func:`discount_planned`); a session absent has none.
-    """
-    live: list[SessionHeals] = []
-    skipped: list[WriteResult] = []
-    for planned in batch:
-        if planned.seen_events is None or counts.get(planned.key, 0) == planned.seen_events:
-            live.append(planned)
-            continue
-        outcome = WriteOutcome.GONE if not counts.get(planned.key) else WriteOutcome.CHANGED
-        skipped.extend(WriteResult(heal, outcome) for heal in planned.heals)
-    return live, skipped
-
-
-def in_batch_order(
-    batch: Sequence[SessionHeals], results: Iterable[WriteResult]
-) -> list[WriteResult]:
-    """Returns ``results`` in the order of the heals in ``batch``."""
-    by_heal = {id(result.heal): result for result in results}
-    return [by_heal[id(heal)] for planned in batch for heal in planned.heals]
-
-
 class SqlTablesStore(SessionStore):
     """The ``DatabaseSessionService`` layout, through a SQLAlchemy async engine.
 
@@ -296,10 +252,7 @@ class SqlTablesStore(SessionStore):
             if ledger and await self.ledger_revision_or_none() is None:
                 raise LedgerError(missing_ledger_message(self, None)) from exc
             raise self._error(exc, "write to") from exc
-        for (_, heal), ok in zip(heals, written, strict=True):
-            outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
-            results.append(WriteResult(heal, outcome, stored.get(heal.event.id)))
-        return in_batch_order(batch, results)
+        return outcomes(batch, results, [heal for _, heal in heals], written, stored)
 
     async def ledger_revision_or_none(self) -> str | None:
         """Returns the ledger's revision, or ``None`` when it cannot be read."""

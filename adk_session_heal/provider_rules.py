@@ -20,9 +20,10 @@ a call's result must sit and how turns may follow each other:
   after it holds its responses, as many response parts as call parts.
 
 ADK request contents may go to any of these, so a call in them is only
-:func:`whole` when it is answered exactly once, in the next content, and its
-turn is in Gemini's order: Gemini's rule with Anthropic's one result per call
-(which implies both OpenAI rules for contents rendered as ADK renders them).
+:func:`whole` (under :func:`contents_verdict`) when it is answered exactly
+once, in the next content, and its turn is in Gemini's order: Gemini's rule
+with Anthropic's one result per call, which implies both OpenAI rules for
+contents rendered as ADK renders them.
 
 The validators turn a :class:`Verdict` into the providers' error texts; the
 request repairer (:mod:`adk_session_heal.request_repair`), the context filter
@@ -50,6 +51,7 @@ __all__ = [
     "anthropic_turns",
     "anthropic_verdict",
     "call_turn_in_order",
+    "contents_verdict",
     "gemini_miscounted",
     "gemini_steps",
     "gemini_verdict",
@@ -277,6 +279,15 @@ def gemini_verdict(steps: Sequence[Step], roles: Sequence[str]) -> Verdict:
         index for index, (calls, _responses) in enumerate(steps)
         if calls and not call_turn_in_order(roles[index - 1] if index else None))
     return _judge(steps, range(2, len(steps) + 2), out_of_order)
+
+
+def contents_verdict(contents: Sequence[GeminiContent]) -> Verdict:
+    """Gemini's verdict on contents: ``gemini_verdict(*gemini_steps(contents))``.
+
+    Also the rule for ADK request contents, whatever the model: a call there is
+    acceptable to every provider when :func:`whole` says so.
+    """
+    return gemini_verdict(*gemini_steps(contents))
 
 
 def gemini_miscounted(verdict: Verdict) -> list[int]:

@@ -37,8 +37,7 @@ from .provider_rules import (
     anthropic_turns,
     anthropic_verdict,
     call_turn_in_order,
-    gemini_steps,
-    gemini_verdict,
+    contents_verdict,
     openai_chat_verdict,
 )
 
@@ -190,9 +189,9 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
     Returns:
         A new list; unchanged contents are passed through, not copied.
     """
-    steps, roles = gemini_steps(contents)
-    plan = plan_repair(gemini_verdict(steps, roles), answer=policy is not None,
-                       pending=pending)
+    verdict = contents_verdict(contents)
+    steps = verdict.steps
+    plan = plan_repair(verdict, answer=policy is not None, pending=pending)
     n = len(contents)
     result: list[types.Content] = []
     carried: dict[int, list[types.Part]] = {}  # synthetic answers for the next content

@@ -40,9 +40,9 @@ from .provider_rules import (
     Provider,
     anthropic_turns,
     anthropic_verdict,
+    contents_verdict,
     gemini_miscounted,
     gemini_steps,
-    gemini_verdict,
     openai_chat_steps,
     openai_chat_verdict,
     openai_responses_verdict,
@@ -298,7 +298,7 @@ def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
     Returns:
         The problems, ordered by index.
     """
-    verdict = gemini_verdict(*gemini_steps(contents))
+    verdict = contents_verdict(contents)
     steps = verdict.steps
     ids_by_step: dict[int, list[str]] = {}
     for occurrence in verdict.pairing.occurrences:

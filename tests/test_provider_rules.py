@@ -10,6 +10,7 @@ from adk_session_heal.provider_rules import (
     anthropic_turns,
     anthropic_verdict,
     call_turn_in_order,
+    contents_verdict,
     gemini_miscounted,
     gemini_steps,
     gemini_verdict,
@@ -17,6 +18,7 @@ from adk_session_heal.provider_rules import (
     openai_responses_verdict,
     whole,
 )
+from adk_session_heal.testing import unpaired_tool_calls
 
 
 def _call(call_id: str) -> dict[str, Any]:
@@ -98,3 +100,17 @@ def test_whole_calls_are_answered_once_in_the_next_content_in_order() -> None:
                 model("x"), calls(("c", "f")), answers(("c", "f")),
                 user("r"), calls(("d", "f")), answers(("d", "f"))]
     assert whole(gemini_verdict(*gemini_steps(contents))) == [False, False, False, True]
+
+
+def test_scripted_models_check_is_the_contents_rule() -> None:
+    """testing.unpaired_tool_calls rejects a call turn after a model turn and a doubled answer."""
+    out_of_order = [user("q"), model("let me look"), calls(("a", "f")), answers(("a", "f"))]
+    assert unpaired_tool_calls(out_of_order) == [
+        "tool call turn at content 2 does not come right after a user or function-response "
+        "content"]
+    doubled = [user("q"), calls(("a", "f")), answers(("a", "f"), ("a", "f"))]
+    assert unpaired_tool_calls(doubled) == [
+        "tool call a at content 1 is answered 2 times in the next content"]
+    fine = [user("q"), calls(("a", "f")), answers(("a", "f")), calls(("b", "f")),
+            answers(("b", "f"))]
+    assert unpaired_tool_calls(fine) == [] and all(whole(contents_verdict(fine)))

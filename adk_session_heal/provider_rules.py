@@ -34,7 +34,7 @@ other module states a rule. The module is pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from google.genai import types
@@ -110,8 +110,12 @@ def _judge(steps: Sequence[Step], ends: Sequence[int],
     misplaced: list[tuple[int, int]] = []
     for index, occurrence in enumerate(pairing.occurrences):
         end = ends[occurrence.step]
+        responses = occurrence.responses  # always after the call's step
+        if len(responses) == 1 and responses[0] < end:  # the usual case
+            answers.append(responses[0])
+            continue
         answer = -1
-        for response in occurrence.responses:  # always after the call's step
+        for response in responses:
             if response >= end:
                 misplaced.append((index, response))
             elif answer < 0:
@@ -275,10 +279,16 @@ def gemini_verdict(steps: Sequence[Step], roles: Sequence[str]) -> Verdict:
         steps: One step per content (see :func:`gemini_steps`).
         roles: The role of each content.
     """
-    out_of_order = frozenset(
-        index for index, (calls, _responses) in enumerate(steps)
-        if calls and not call_turn_in_order(roles[index - 1] if index else None))
-    return _judge(steps, range(2, len(steps) + 2), out_of_order)
+    verdict = _judge(steps, range(2, len(steps) + 2))
+    out_of_order: set[int] = set()
+    previous = -1
+    for occurrence in verdict.pairing.occurrences:
+        step = occurrence.step
+        if step != previous:
+            previous = step
+            if not call_turn_in_order(roles[step - 1] if step else None):
+                out_of_order.add(step)
+    return replace(verdict, out_of_order=frozenset(out_of_order)) if out_of_order else verdict
 
 
 def contents_verdict(contents: Sequence[GeminiContent]) -> Verdict:
@@ -297,18 +307,16 @@ def gemini_miscounted(verdict: Verdict) -> list[int]:
     responses as it has calls, all attributed to that call turn. A call turn
     that ends the history has no next turn, so it is miscounted.
     """
-    calls: dict[int, int] = {}
-    answered: dict[int, int] = {}
     occurrences = verdict.pairing.occurrences
+    calls: dict[int, int] = {}  # call step -> calls there, less the answers found next
     for occurrence, answer in zip(occurrences, verdict.answers, strict=True):
-        calls[occurrence.step] = calls.get(occurrence.step, 0) + 1
-        if answer >= 0:
-            answered[occurrence.step] = answered.get(occurrence.step, 0) + 1
+        step = occurrence.step
+        calls[step] = calls.get(step, 0) + (0 if answer >= 0 else 1)
     for index, _response in verdict.duplicates:
         step = occurrences[index].step
-        answered[step] = answered.get(step, 0) + 1
+        calls[step] -= 1
     steps = verdict.steps
     last = len(steps) - 1
-    return [step for step, count in calls.items()
-            if answered.get(step, 0) != count
-            or (len(steps[step + 1][1]) if step < last else 0) != count]
+    return [step for step, missing in calls.items()
+            if missing or (len(steps[step + 1][1]) if step < last else 0)
+            != len(steps[step][0])]

@@ -24,7 +24,9 @@ pure: no I/O.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,43 +95,68 @@ class RepairPlan:
     """What a repair keeps, drops and answers, by step (see :func:`plan_repair`).
 
     Attributes:
+        verdict: The verdict the plan was made from.
+        pending: The calls it leaves alone.
         keep: Step -> how many results of each key to keep there (the first
-            ones); the step's other results are dropped.
+            ones), for steps holding more than one result.
+        kept: Step -> results kept there in all. The results kept are always
+            among those attributed there, so a step keeping as many results as
+            it holds keeps them all, and a step holding one result keeps it
+            when ``kept`` is 1.
         drop_calls: Step -> positions (among the step's calls) of calls to drop.
         answer: Call step -> the calls to answer with a synthetic result.
-        kept_calls: Call step -> ``(position, key, answer step or -1)`` of each
-            call kept there that is not pending.
     """
 
+    verdict: Verdict
+    pending: Pending
     keep: dict[int, dict[Key, int]] = field(default_factory=dict)
+    kept: dict[int, int] = field(default_factory=dict)
     drop_calls: dict[int, set[int]] = field(default_factory=dict)
     answer: dict[int, list[CallOccurrence]] = field(default_factory=dict)
-    kept_calls: dict[int, list[tuple[int, Key, int]]] = field(default_factory=dict)
 
-    def _keep(self, step: int, key: Key, count: int = 1) -> None:
-        budget = self.keep.setdefault(step, {})
-        budget[key] = budget.get(key, 0) + count
+    def _keep(self, step: int, occurrence: CallOccurrence, count: int = 1) -> None:
+        self.kept[step] = self.kept.get(step, 0) + count
+        if len(self.verdict.steps[step][1]) > 1:
+            budget = self.keep.setdefault(step, {})
+            key = _key(occurrence.id, occurrence.name)
+            budget[key] = budget.get(key, 0) + count
 
-    def kept_results(self, step: int, results: Sequence[Ref]) -> list[bool]:
-        """Returns, for each result of ``step`` in order, whether it is kept."""
+    def dropped_results(self, step: int, results: Sequence[Ref]) -> AbstractSet[int]:
+        """Returns the positions, among the results of ``step``, of those dropped."""
+        kept = self.kept.get(step, 0)
+        if kept == len(results):
+            return _NONE
+        if len(results) == 1:
+            return _FIRST
         budget = dict(self.keep.get(step) or {})
-        kept: list[bool] = []
-        for call_id, name in results:
+        dropped: set[int] = set()
+        for position, (call_id, name) in enumerate(results):
             key = _key(call_id, name)
             left = budget.get(key, 0)
-            kept.append(left > 0)
             if left > 0:
                 budget[key] = left - 1
-        return kept
+            else:
+                dropped.add(position)
+        return dropped
 
     def withdraw(self, step: int) -> None:
         """Drops the (not pending) calls of ``step`` and their answers; answers none."""
+        occurrences = self.verdict.pairing.occurrences
         drop = self.drop_calls.setdefault(step, set())
-        for position, key, answer in self.kept_calls.pop(step, ()):
-            drop.add(position)
-            if answer >= 0:
-                self._keep(answer, key, -1)
+        index = bisect_left(occurrences, step, key=lambda o: o.step)
+        while index < len(occurrences) and occurrences[index].step == step:
+            occurrence = occurrences[index]
+            if not self.pending.covers(occurrence.id, occurrence.name):
+                drop.add(occurrence.position)
+                answer = self.verdict.answers[index]
+                if answer >= 0:
+                    self._keep(answer, occurrence, -1)
+            index += 1
         self.answer.pop(step, None)
+
+
+_NONE: AbstractSet[int] = frozenset()
+_FIRST: AbstractSet[int] = frozenset((0,))
 
 
 def plan_repair(verdict: Verdict, *, answer: bool,
@@ -145,22 +172,22 @@ def plan_repair(verdict: Verdict, *, answer: bool,
         The plan; the turn order is the writer's to enforce, with
         :meth:`RepairPlan.withdraw`, as it writes.
     """
-    plan = RepairPlan()
+    plan = RepairPlan(verdict, pending)
+    steps, kept = verdict.steps, plan.kept
     check_pending = bool(pending.ids or pending.names)
     for occurrence, found in zip(verdict.pairing.occurrences, verdict.answers, strict=True):
-        step, key = occurrence.step, _key(occurrence.id, occurrence.name)
         if check_pending and pending.covers(occurrence.id, occurrence.name):
             for response in occurrence.responses:
-                plan._keep(response, key)
-            continue
-        if found >= 0:
-            plan._keep(found, key)
+                plan._keep(response, occurrence)
+        elif found >= 0:
+            if len(steps[found][1]) > 1:
+                plan._keep(found, occurrence)
+            else:  # the usual case, inlined
+                kept[found] = kept.get(found, 0) + 1
         elif answer:
-            plan.answer.setdefault(step, []).append(occurrence)
+            plan.answer.setdefault(occurrence.step, []).append(occurrence)
         else:
-            plan.drop_calls.setdefault(step, set()).add(occurrence.position)
-            continue
-        plan.kept_calls.setdefault(step, []).append((occurrence.position, key, found))
+            plan.drop_calls.setdefault(occurrence.step, set()).add(occurrence.position)
     return plan
 
 
@@ -203,8 +230,8 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
             continue
         if calls and not call_turn_in_order(result[-1].role if result else None):
             plan.withdraw(index)
-        drop = plan.drop_calls.get(index, ())
-        kept = plan.kept_results(index, responses) if responses else []
+        drop = plan.drop_calls.get(index, _NONE)
+        dropped = plan.dropped_results(index, responses) if responses else _NONE
         parts: list[types.Part] = []
         call_position = response_position = 0
         for part in content.parts or ():
@@ -214,7 +241,7 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
                     continue
             elif part.function_response is not None:
                 response_position += 1
-                if not kept[response_position - 1]:
+                if response_position - 1 in dropped:
                     continue
             parts.append(part)
         if extra:
@@ -249,12 +276,13 @@ def repair_openai_chat(messages: Sequence[Message],
         after.setdefault(verdict.ends[step] - 1, []).extend(
             {"role": "tool", "tool_call_id": call.id or "",
              "content": json.dumps(_payload(policy, call), default=str)} for call in calls)
+    kept = plan.kept  # a tool message holds one result: kept when its step keeps one
     result: list[Message] = []
     for index, message in enumerate(messages):
-        results = verdict.steps[index][1]
-        if not results or plan.kept_results(index, results)[0]:
+        if not verdict.steps[index][1] or kept.get(index) == 1:
             result.append(message)
-        result.extend(after.get(index, ()))
+        if index in after:
+            result.extend(after[index])
     return result
 
 
@@ -284,9 +312,8 @@ def repair_anthropic(messages: Sequence[Message],
         results = [(index, position) for index, position, block in tool_blocks
                    if block.get("type") == "tool_result"]
         if results:
-            kept = plan.kept_results(turn, steps[turn][1])
-            drop_blocks.update(where for where, keep in zip(results, kept, strict=True)
-                               if not keep)
+            dropped = plan.dropped_results(turn, steps[turn][1])
+            drop_blocks.update(results[position] for position in dropped)
     touched = {index for index, _position in drop_blocks}
     result: list[Message] = []
     for index, message in enumerate(messages):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contents import answers, calls, model, user
+from contents import answers, calls, chat_call, model, user
 
 from adk_session_heal.provider_rules import (
     anthropic_turns,
@@ -21,10 +21,6 @@ from adk_session_heal.provider_rules import (
 from adk_session_heal.testing import unpaired_tool_calls
 
 
-def _call(call_id: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
-
 def _tool(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": "1"}
 
@@ -32,7 +28,7 @@ def _tool(call_id: str) -> dict[str, Any]:
 def test_openai_chat_answers_in_the_tool_run_right_after_the_call() -> None:
     """OpenAI Chat: a call is answered in the run of tool messages right after it."""
     verdict = openai_chat_verdict([
-        {"role": "assistant", "tool_calls": [_call("a"), _call("b"), _call("c")]},
+        {"role": "assistant", "tool_calls": [chat_call("a"), chat_call("b"), chat_call("c")]},
         _tool("a"), _tool("b"), _tool("b"),
         {"role": "user", "content": "hi"},
         _tool("c"),

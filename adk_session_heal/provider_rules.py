@@ -101,8 +101,7 @@ class Verdict:
     out_of_order: frozenset[int] = frozenset()
 
 
-def _judge(steps: Sequence[Step], ends: Sequence[int],
-           out_of_order: frozenset[int] = frozenset()) -> Verdict:
+def _judge(steps: Sequence[Step], ends: Sequence[int]) -> Verdict:
     """Sorts every attributed result into answer, duplicate or misplaced."""
     pairing = pair(steps, idless="positional")
     answers: list[int] = []
@@ -123,14 +122,14 @@ def _judge(steps: Sequence[Step], ends: Sequence[int],
             else:
                 duplicates.append((index, response))
         answers.append(answer)
-    return Verdict(steps, pairing, ends, answers, duplicates, misplaced, out_of_order)
+    return Verdict(steps, pairing, ends, answers, duplicates, misplaced)
 
 
 def whole(verdict: Verdict) -> list[bool]:
     """Per call occurrence: answered exactly once in its window, nothing elsewhere, in order.
 
-    The strictest reading of a rule: what every provider accepts of ADK
-    contents when applied to :func:`gemini_verdict`.
+    The strictest reading of a rule; over :func:`contents_verdict`, what every
+    provider accepts of ADK contents.
     """
     result = [answer >= 0 for answer in verdict.answers]
     for index, _step in verdict.duplicates:

@@ -26,13 +26,13 @@ merges them): :func:`anthropic_atomic_groups`,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .pairing import Step, pair
-from .policy import DeadCall, HealPolicy
-from .validators import anthropic_turns, openai_chat_steps
+from .policy import HealPolicy
+from .provider_rules import anthropic_turns, openai_chat_steps
+from .request_repair import REPAIR_REASON, repair_anthropic, repair_openai_chat
 
 __all__ = [
     "REPAIR_REASON",
@@ -47,11 +47,6 @@ __all__ = [
 ]
 
 Message = Mapping[str, Any]
-
-REPAIR_REASON = "unanswered"
-"""The :attr:`DeadCall.reason` a payload function sees for a repaired call."""
-
-_DEFAULT_POLICY = HealPolicy()
 
 
 # -- shared: groups over steps -----------------------------------------------------
@@ -118,11 +113,6 @@ def _trim(messages: Sequence[Message], groups: Sequence[range], keep_last: int,
     return [*messages[:prefix_end], *messages[tail:]]
 
 
-def _payload(policy: HealPolicy | None, call_id: str | None, name: str) -> str:
-    value = (policy or _DEFAULT_POLICY).payload_for(DeadCall(call_id or "", name, REPAIR_REASON))
-    return json.dumps(value, default=str)
-
-
 # -- OpenAI Chat Completions -------------------------------------------------------
 
 
@@ -179,7 +169,8 @@ def repair(messages: Sequence[Message], policy: HealPolicy | None = None) -> lis
     payload as JSON, by default ``{"error": "Tool execution was
     interrupted."}``), placed at the end of that run. ``tool`` messages that
     answer no call of the assistant message before their run, or answer one
-    twice, are dropped.
+    twice, are dropped. The request-side repairer
+    (:func:`~adk_session_heal.request_repair.repair_openai_chat`) does the work.
 
     Args:
         messages: The messages, oldest first (not modified).
@@ -188,37 +179,7 @@ def repair(messages: Sequence[Message], policy: HealPolicy | None = None) -> lis
     Returns:
         A new list.
     """
-    n = len(messages)
-    steps = openai_chat_steps(messages)
-    pairing = pair(steps, idless="positional")
-    run_end = [0] * n  # end of the run of tool messages after each index
-    end = n
-    for index in range(n - 1, -1, -1):
-        run_end[index] = end
-        if messages[index].get("role") != "tool":
-            end = index
-    keep = [True] * n
-    for orphan in pairing.orphans:
-        keep[orphan.step] = False
-    synthetic_after: dict[int, list[Message]] = {}
-    for occurrence in pairing.occurrences:
-        step = occurrence.step
-        answered = False
-        for response in occurrence.responses:
-            if step < response < run_end[step] and not answered:
-                answered = True
-            else:
-                keep[response] = False
-        if not answered:
-            synthetic_after.setdefault(run_end[step] - 1, []).append({
-                "role": "tool", "tool_call_id": occurrence.id or "",
-                "content": _payload(policy, occurrence.id, occurrence.name)})
-    result: list[Message] = []
-    for index, message in enumerate(messages):
-        if keep[index]:
-            result.append(message)
-        result.extend(synthetic_after.get(index, ()))
-    return result
+    return repair_openai_chat(messages, policy)
 
 
 # -- Anthropic Messages ------------------------------------------------------------
@@ -264,7 +225,8 @@ def anthropic_repair(messages: Sequence[Message],
     existing results of the next turn's first user message, or in a new user
     message when the next turn is not the user's. Results that answer no
     ``tool_use`` of the turn before, or answer one twice, are dropped; a message
-    left without content is dropped.
+    left without content is dropped. The request-side repairer
+    (:func:`~adk_session_heal.request_repair.repair_anthropic`) does the work.
 
     Args:
         messages: The messages, oldest first (not modified).
@@ -273,60 +235,4 @@ def anthropic_repair(messages: Sequence[Message],
     Returns:
         A new list.
     """
-    turn_first, turn_blocks, steps = anthropic_turns(messages)
-    pairing = pair(steps, idless="positional")
-    keep_results: dict[int, dict[str, int]] = {}  # turn -> id -> results to keep
-    synthetic: dict[int, list[dict[str, Any]]] = {}  # call turn -> blocks to add
-    for occurrence in pairing.occurrences:
-        turn = occurrence.step
-        call_id = occurrence.id or ""
-        if turn + 1 in occurrence.responses:
-            budget = keep_results.setdefault(turn + 1, {})
-            budget[call_id] = budget.get(call_id, 0) + 1
-        else:
-            synthetic.setdefault(turn, []).append({
-                "type": "tool_result", "tool_use_id": call_id, "is_error": True,
-                "content": _payload(policy, occurrence.id, occurrence.name)})
-    # Where synthetic blocks go: the next turn's first message if it is a user's.
-    into: dict[int, list[dict[str, Any]]] = {}
-    after: dict[int, list[dict[str, Any]]] = {}
-    bounds = [*turn_first, len(messages)]
-    for turn, answers in synthetic.items():
-        nxt = turn + 1
-        if nxt < len(turn_first) and messages[turn_first[nxt]].get("role") == "user":
-            into[turn_first[nxt]] = answers
-        else:
-            after[bounds[turn + 1] - 1] = answers
-    drop_blocks: set[tuple[int, int]] = set()
-    for turn, tool_blocks in enumerate(turn_blocks):
-        budget = dict(keep_results.get(turn, {}))
-        for message_index, position, block in tool_blocks:
-            if block.get("type") != "tool_result":
-                continue
-            result_id = block.get("tool_use_id") or ""
-            if budget.get(result_id, 0) > 0:
-                budget[result_id] -= 1
-            else:
-                drop_blocks.add((message_index, position))
-    touched = {index for index, _position in drop_blocks}
-    result: list[Message] = []
-    for index, message in enumerate(messages):
-        added = into.get(index)
-        content = message.get("content")
-        if added is None and index not in touched:
-            result.append(message)
-        else:
-            blocks_in = content if isinstance(content, list) else (
-                [{"type": "text", "text": content}] if content else [])
-            kept = [b for p, b in enumerate(blocks_in) if (index, p) not in drop_blocks]
-            if added:
-                lead = 0
-                while lead < len(kept) and isinstance(kept[lead], Mapping) and kept[
-                        lead].get("type") == "tool_result":
-                    lead += 1
-                kept = [*kept[:lead], *added, *kept[lead:]]
-            if kept:
-                result.append({**message, "content": kept})
-        if index in after:
-            result.append({"role": "user", "content": after[index]})
-    return result
+    return repair_anthropic(messages, policy)

@@ -28,8 +28,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from pydantic import Field, PrivateAttr
 
-from .event_access import content_step
-from .pairing import pair
+from .provider_rules import contents_verdict
 
 __all__ = ["History", "ProviderRejected", "ScriptedModel", "unpaired_tool_calls"]
 
@@ -213,9 +212,11 @@ class ProviderRejected(ValueError):
 def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
     """Returns why a strict provider would reject these request contents.
 
-    The rule every provider enforces: each function call is answered in the very
-    next content, and every response answers a call of the content right before
-    it. Pairing is :func:`adk_session_heal.pairing.pair`'s.
+    The rule for ADK contents in :mod:`adk_session_heal.provider_rules`, which
+    every provider accepts: each function call is answered exactly once, in the
+    very next content; every response answers a call of the content right
+    before it; and a content with calls comes right after a user or
+    function-response content (Gemini's turn order).
 
     Args:
         contents: The ``LlmRequest.contents`` of one request.
@@ -223,24 +224,33 @@ def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
     Returns:
         One line per problem; empty when the history is acceptable.
     """
-    steps = [content_step(content) for content in contents]
-    # Positional: ADK strips its own "adk-" ids before a request to most models,
-    # so parallel calls of one tool arrive id-less and pair by position.
-    pairing = pair(steps, idless="positional")
+    # Positional pairing (in the verdict): ADK strips its own "adk-" ids before a
+    # request to most models, so parallel calls of one tool arrive id-less.
+    verdict = contents_verdict(contents)
+    occurrences = verdict.pairing.occurrences
     problems = [
         f"tool call {o.id or o.name} at content {o.step} has no response"
-        for o in pairing.occurrences
+        for o in occurrences
         if not o.responses
     ]
     problems += [
         f"tool call {o.id or o.name} at content {o.step} is answered at {o.responses},"
         " not only in the next content"
-        for o in pairing.occurrences
-        if o.responses and set(o.responses) != {o.step + 1}
+        for o in (occurrences[i] for i in dict.fromkeys(i for i, _ in verdict.misplaced))
+    ]
+    problems += [
+        f"tool call {o.id or o.name} at content {o.step} is answered"
+        f" {o.responses.count(o.step + 1)} times in the next content"
+        for o in (occurrences[i] for i in dict.fromkeys(i for i, _ in verdict.duplicates))
+    ]
+    problems += [
+        f"tool call turn at content {step} does not come right after a user or"
+        " function-response content"
+        for step in sorted(verdict.out_of_order)
     ]
     problems += [
         f"tool response {r.id or r.name} at content {r.step} answers no call"
-        for r in pairing.orphans
+        for r in verdict.pairing.orphans
     ]
     return problems
 

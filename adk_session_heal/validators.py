@@ -13,9 +13,11 @@ finds, in history order, with the text the provider puts in its HTTP 400:
 * :func:`validate_gemini`: ``contents`` (``google.genai.types.Content`` objects
   or their dicts, snake or camel case).
 
-Calls and results are attributed with :func:`~adk_session_heal.pairing.pair`
-(id-less ones positionally, as Gemini does); no validator pairs on its own.
-The checks are deliberately at least as strict as the providers: where a rule
+The rules themselves live in :mod:`adk_session_heal.provider_rules` (which
+pairs with :func:`~adk_session_heal.pairing.pair`, id-less calls positionally,
+as Gemini does); a validator only turns a rule's verdict into the provider's
+error texts. The step readers and ``PROVIDERS`` are re-exported from there for
+compatibility. The checks are deliberately at least as strict as the providers: where a rule
 is ours rather than documented provider behaviour (duplicate OpenAI results, a
 Gemini history ending on an unanswered call turn), the problem says so with
 ``strict_only=True``.
@@ -31,10 +33,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from google.genai import types
-
-from .event_access import content_step, json_content_step
-from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
+from .provider_rules import (
+    PROVIDERS,
+    AnthropicBlock,
+    GeminiContent,
+    Provider,
+    anthropic_turns,
+    anthropic_verdict,
+    contents_verdict,
+    gemini_miscounted,
+    gemini_steps,
+    openai_chat_steps,
+    openai_chat_verdict,
+    openai_responses_verdict,
+)
 
 __all__ = [
     "PROVIDERS",
@@ -51,12 +63,6 @@ __all__ = [
     "validate_openai_chat",
     "validate_openai_responses",
 ]
-
-Provider = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
-"""A request format a validator exists for."""
-
-PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic", "gemini")
-"""Every provider format, in a stable order."""
 
 ProblemCode = Literal[
     "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch"
@@ -126,42 +132,13 @@ class Problem:
 # -- OpenAI Chat Completions ---------------------------------------------------
 
 
-def openai_chat_steps(messages: Sequence[Mapping[str, Any]]) -> list[Step]:
-    """Returns one pairing step per Chat Completions message."""
-    steps: list[Step] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant" and message.get("tool_calls"):
-            calls: list[Ref] = []
-            for call in message["tool_calls"]:
-                function = call.get("function") or {}
-                calls.append((call.get("id") or None, function.get("name") or ""))
-            steps.append((calls, ()))
-        elif role == "tool":
-            steps.append(((), [(message.get("tool_call_id") or None, message.get("name") or "")]))
-        else:
-            steps.append(EMPTY_STEP)
-    return steps
-
-
-def _tool_block_ends(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """For each index, the end (exclusive) of the run of tool messages after it."""
-    ends = [0] * len(messages)
-    end = len(messages)
-    for index in range(len(messages) - 1, -1, -1):
-        ends[index] = end
-        if messages[index].get("role") != "tool":
-            end = index
-    return ends
-
-
 def validate_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
     """Checks a Chat Completions ``messages`` list.
 
     Every ``tool_calls`` id of an assistant message must be answered by one of
     the ``tool`` messages directly after it, and every ``tool`` message must
     answer a call of the assistant message right before its run of tool
-    messages.
+    messages (:func:`~adk_session_heal.provider_rules.openai_chat_verdict`).
 
     Args:
         messages: The messages, as plain dicts.
@@ -169,20 +146,16 @@ def validate_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Problem]
     Returns:
         The problems, ordered by index.
     """
-    pairing = pair(openai_chat_steps(messages), idless="positional")
-    ends = _tool_block_ends(messages)
+    verdict = openai_chat_verdict(messages)
+    occurrences = verdict.pairing.occurrences
     problems: list[Problem] = []
     unanswered: dict[int, list[str]] = {}
-    misplaced: set[int] = {o.step for o in pairing.orphans}
-    duplicates: dict[int, str] = {}
-    for occurrence in pairing.occurrences:
-        step = occurrence.step
-        in_block = [r for r in occurrence.responses if step < r < ends[step]]
-        misplaced.update(r for r in occurrence.responses if not step < r < ends[step])
-        if not in_block:
-            unanswered.setdefault(step, []).append(occurrence.id or "")
-        for extra in in_block[1:]:
-            duplicates[extra] = occurrence.id or ""
+    for occurrence, answer in zip(occurrences, verdict.answers, strict=True):
+        if answer < 0:
+            unanswered.setdefault(occurrence.step, []).append(occurrence.id or "")
+    misplaced = {o.step for o in verdict.pairing.orphans}
+    misplaced.update(step for _index, step in verdict.misplaced)
+    duplicates = {step: occurrences[index].id or "" for index, step in verdict.duplicates}
     for step, ids in unanswered.items():
         problems.append(Problem("openai_chat", "unanswered_call", step,
                                 OPENAI_UNANSWERED.format(ids=", ".join(ids)), tuple(ids)))
@@ -206,7 +179,8 @@ def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Proble
     """Checks a Responses API ``input`` list.
 
     Every ``function_call`` item needs a later ``function_call_output`` with its
-    ``call_id``, and every output a call before it.
+    ``call_id``, and every output a call before it
+    (:func:`~adk_session_heal.provider_rules.openai_responses_verdict`).
 
     Args:
         items: The input items, as plain dicts.
@@ -214,28 +188,21 @@ def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Proble
     Returns:
         The problems, ordered by index.
     """
-    steps: list[Step] = []
-    for item in items:
-        kind = item.get("type")
-        if kind == "function_call":
-            steps.append(([(item.get("call_id") or None, item.get("name") or "")], ()))
-        elif kind == "function_call_output":
-            steps.append(((), [(item.get("call_id") or None, "")]))
-        else:
-            steps.append(EMPTY_STEP)
-    pairing = pair(steps, idless="positional")
+    verdict = openai_responses_verdict(items)
+    occurrences = verdict.pairing.occurrences
     problems: list[Problem] = []
-    for occurrence in pairing.occurrences:
-        call_id = occurrence.id or ""
-        if not occurrence.responses:
+    for occurrence, answer in zip(occurrences, verdict.answers, strict=True):
+        if answer < 0:
+            call_id = occurrence.id or ""
             problems.append(Problem("openai_responses", "unanswered_call", occurrence.step,
                                     RESPONSES_UNANSWERED.format(id=call_id), (call_id,)))
-        for extra in occurrence.responses[1:]:
-            problems.append(Problem(
-                "openai_responses", "duplicate_result", extra,
-                f"Duplicate function_call_output for call_id {call_id!r}.", (call_id,),
-                strict_only=True))
-    for orphan in pairing.orphans:
+    for index, step in verdict.duplicates:
+        call_id = occurrences[index].id or ""
+        problems.append(Problem(
+            "openai_responses", "duplicate_result", step,
+            f"Duplicate function_call_output for call_id {call_id!r}.", (call_id,),
+            strict_only=True))
+    for orphan in verdict.pairing.orphans:
         call_id = orphan.id or ""
         problems.append(Problem("openai_responses", "orphaned_result", orphan.step,
                                 RESPONSES_ORPHANED.format(id=call_id), (call_id,)))
@@ -246,54 +213,14 @@ def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Proble
 # -- Anthropic Messages ----------------------------------------------------------
 
 
-def _blocks(message: Mapping[str, Any]) -> Sequence[Any]:
-    content = message.get("content")
-    return content if isinstance(content, list) else ()
-
-
-AnthropicBlock = tuple[int, int, Mapping[str, Any]]
-"""A tool block of a turn: (message index, block index, block)."""
-
-
-def anthropic_turns(
-    messages: Sequence[Mapping[str, Any]],
-) -> tuple[list[int], list[list[AnthropicBlock]], list[Step]]:
-    """Merges consecutive same-role messages into turns, as the Messages API does.
-
-    Returns:
-        ``(turn_first, turn_blocks, steps)``: the index of each turn's first
-        message, each turn's ``tool_use`` / ``tool_result`` blocks with where
-        they came from, and one pairing step per turn.
-    """
-    turn_first: list[int] = []
-    turn_blocks: list[list[AnthropicBlock]] = []
-    previous_role: object = object()
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role != previous_role:
-            turn_first.append(index)
-            turn_blocks.append([])
-            previous_role = role
-        for position, block in enumerate(_blocks(message)):
-            if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
-                turn_blocks[-1].append((index, position, block))
-    steps: list[Step] = []
-    for blocks in turn_blocks:
-        calls = [(b.get("id") or None, b.get("name") or "") for _, _, b in blocks
-                 if b.get("type") == "tool_use"]
-        results = [(b.get("tool_use_id") or None, "") for _, _, b in blocks
-                   if b.get("type") == "tool_result"]
-        steps.append((calls, results) if calls or results else EMPTY_STEP)
-    return turn_first, turn_blocks, steps
-
-
 def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
     """Checks a Messages API ``messages`` list.
 
     Consecutive messages of one role are merged into one turn first, as the API
     does. Each ``tool_use`` needs exactly one ``tool_result`` in the very next
     turn, and each ``tool_result`` must answer a ``tool_use`` of the turn right
-    before it. Indices in the texts are those of the messages as given.
+    before it (:func:`~adk_session_heal.provider_rules.anthropic_verdict`).
+    Indices in the texts are those of the messages as given.
 
     Args:
         messages: The messages, as plain dicts.
@@ -302,24 +229,24 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
         The problems, ordered by index.
     """
     turn_first, turn_blocks, steps = anthropic_turns(messages)
-    pairing = pair(steps, idless="positional")
-
+    verdict = anthropic_verdict(steps)
+    occurrences = verdict.pairing.occurrences
     problems: list[Problem] = []
     bad_results: dict[int, list[str]] = {}  # turn -> result ids not answering turn - 1
     duplicate_results: dict[int, list[str]] = {}
     unanswered: dict[int, list[str]] = {}
-    for occurrence in pairing.occurrences:
-        call_id = occurrence.id or ""
-        adjacent = [r for r in occurrence.responses if r == occurrence.step + 1]
-        for r in occurrence.responses:
-            if r != occurrence.step + 1:
-                bad_results.setdefault(r, []).append(call_id)
-        if not adjacent:
-            unanswered.setdefault(occurrence.step, []).append(call_id)
-        if len(adjacent) > 1:
-            duplicate_results.setdefault(adjacent[0], []).append(call_id)
-    for orphan in pairing.orphans:
+    for occurrence, answer in zip(occurrences, verdict.answers, strict=True):
+        if answer < 0:
+            unanswered.setdefault(occurrence.step, []).append(occurrence.id or "")
+    for index, step in verdict.misplaced:
+        bad_results.setdefault(step, []).append(occurrences[index].id or "")
+    for orphan in verdict.pairing.orphans:
         bad_results.setdefault(orphan.step, []).append(orphan.id or "")
+    reported: set[int] = set()
+    for index, step in verdict.duplicates:
+        if index not in reported:  # one problem per call, at its second result
+            reported.add(index)
+            duplicate_results.setdefault(step, []).append(occurrences[index].id or "")
     for turn, ids in unanswered.items():
         problems.append(Problem("anthropic", "unanswered_call", turn_first[turn],
                                 ANTHROPIC_UNANSWERED.format(index=turn_first[turn],
@@ -355,29 +282,6 @@ def _result_block(
 
 # -- Gemini ----------------------------------------------------------------------
 
-GeminiContent = types.Content | Mapping[str, Any]
-
-
-def gemini_steps(contents: Sequence[GeminiContent]) -> tuple[list[Step], list[str]]:
-    """Returns the pairing steps and the roles of Gemini contents.
-
-    Args:
-        contents: ``types.Content`` objects or their dicts (snake or camel case).
-
-    Returns:
-        ``(steps, roles)``, one entry per content.
-    """
-    steps: list[Step] = []
-    roles: list[str] = []
-    for content in contents:
-        if isinstance(content, types.Content):
-            roles.append(content.role or "")
-            steps.append(content_step(content))
-        else:
-            roles.append(content.get("role") or "")
-            steps.append(json_content_step(content))
-    return steps, roles
-
 
 def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
     """Checks Gemini ``contents``.
@@ -385,7 +289,8 @@ def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
     A function-call turn must come right after a user turn or a function
     response turn; the turn right after it must hold exactly one response per
     call (and nothing but responses to it); a function-response turn must come
-    right after the call turn it answers.
+    right after the call turn it answers
+    (:func:`~adk_session_heal.provider_rules.gemini_verdict`).
 
     Args:
         contents: ``types.Content`` objects or their dicts.
@@ -393,36 +298,20 @@ def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
     Returns:
         The problems, ordered by index.
     """
-    steps, roles = gemini_steps(contents)
-    return _gemini_problems(steps, roles, pair(steps, idless="positional"))
-
-
-def _gemini_problems(steps: Sequence[Step], roles: Sequence[str], pairing: Pairing
-                     ) -> list[Problem]:
-    problems: list[Problem] = []
-    answered_here: dict[int, int] = {}  # call step -> responses found in the next step
-    call_count: dict[int, int] = {}
+    verdict = contents_verdict(contents)
+    steps = verdict.steps
     ids_by_step: dict[int, list[str]] = {}
-    misplaced: set[int] = {o.step for o in pairing.orphans}
-    for occurrence in pairing.occurrences:
-        step = occurrence.step
-        call_count[step] = call_count.get(step, 0) + 1
-        ids_by_step.setdefault(step, []).append(occurrence.id or "")
-        for r in occurrence.responses:
-            if r == step + 1:
-                answered_here[step] = answered_here.get(step, 0) + 1
-            else:
-                misplaced.add(r)
+    for occurrence in verdict.pairing.occurrences:
+        ids_by_step.setdefault(occurrence.step, []).append(occurrence.id or "")
+    problems = [Problem("gemini", "turn_order", step, GEMINI_CALL_ORDER,
+                        tuple(ids_by_step[step])) for step in verdict.out_of_order]
     last = len(steps) - 1
-    for step, count in call_count.items():
-        if step == 0 or roles[step - 1] != "user":
-            problems.append(Problem("gemini", "turn_order", step, GEMINI_CALL_ORDER,
-                                    tuple(ids_by_step[step])))
-        responses_next = len(steps[step + 1][1]) if step < last else 0
-        if answered_here.get(step, 0) != count or responses_next != count:
-            problems.append(Problem(
-                "gemini", "count_mismatch" if step < last else "unanswered_call", step,
-                GEMINI_COUNT, tuple(ids_by_step[step]), strict_only=step == last))
+    for step in gemini_miscounted(verdict):
+        problems.append(Problem(
+            "gemini", "count_mismatch" if step < last else "unanswered_call", step,
+            GEMINI_COUNT, tuple(ids_by_step[step]), strict_only=step == last))
+    misplaced = {o.step for o in verdict.pairing.orphans}
+    misplaced.update(step for _index, step in verdict.misplaced)
     for step in misplaced:
         problems.append(Problem("gemini", "orphaned_result", step, GEMINI_RESPONSE_ORDER,
                                 tuple(r[0] or "" for r in steps[step][1])))

@@ -44,6 +44,11 @@ def history(size: int) -> list[types.Content]:
     return contents[:size]
 
 
+def _every_fifth_dropped(contents: list[types.Content]) -> list[types.Content]:
+    """A custom filter that breaks pairs: drops every fifth content."""
+    return [c for i, c in enumerate(contents) if i % 5 != 4]
+
+
 class _Context:
     class session:  # noqa: N801
         events: list[Any] = []
@@ -83,6 +88,21 @@ def main() -> None:
         print(f"| {size:,} | {adk * 1e3:.2f} ms | {ours * 1e3:.2f} ms | {ours / adk:.2f}x |")
 
     contents = history(10_000)
+    print()
+    print("| plugin, 10,000 contents, no trim | time |")
+    print("|---|---:|")
+    lossy = [c for i, c in enumerate(contents) if i % 40 != 2]  # every 10th response lost
+    repairs: list[tuple[str, Any, list[types.Content]]] = [
+        ("custom_filter dropping every 5th content (widen)",
+         ToolAwareContextFilterPlugin(custom_filter=_every_fifth_dropped), contents),
+        ("custom_filter dropping every 5th content (drop)",
+         ToolAwareContextFilterPlugin(custom_filter=_every_fifth_dropped, repair="drop"),
+         contents),
+        ("heal=True, every 10th response lost", ToolAwareContextFilterPlugin(heal=True), lossy),
+    ]
+    for label, plugin, given in repairs:
+        print(f"| {label} | {_time_plugin(plugin, given, 9) * 1e3:.2f} ms |")
+
     print()
     print("| 10,000 contents | time | contents/s |")
     print("|---|---:|---:|")

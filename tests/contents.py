@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from google.genai import types
 from hypothesis import strategies as st
@@ -32,6 +33,11 @@ def answers(*refs: tuple[str | None, str]) -> types.Content:
     return types.Content(role="user", parts=[
         types.Part(function_response=types.FunctionResponse(id=i, name=n, response={"r": 1}))
         for i, n in refs])
+
+
+def chat_call(call_id: str) -> dict[str, Any]:
+    """A Chat Completions ``tool_calls`` entry calling ``f``."""
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
 
 def seed_history() -> list[types.Content]:

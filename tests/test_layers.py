@@ -18,7 +18,8 @@ IO = ("asyncio", "click", "rich", "alembic", "opentelemetry", "socket", "subproc
 """What a pure module never needs."""
 
 PURE = ("session_key", "event_access", "pairing", "invocations", "findings", "policy",
-        "healing", "heal_record", "formats", "validators")
+        "healing", "heal_record", "formats", "validators", "provider_rules", "request_repair",
+        "messages")
 """The pure core: decisions on plain data."""
 
 

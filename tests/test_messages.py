@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from contents import seed_history, valid_histories
+from contents import chat_call, seed_history, valid_histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,15 +23,10 @@ from adk_session_heal.messages import (
 from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
 from adk_session_heal.validators import validate_anthropic, validate_openai_chat
 
-
-def _call(call_id: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
-
 CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "be brief"},
     {"role": "user", "content": "weather?"},
-    {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("b")]},
+    {"role": "assistant", "content": None, "tool_calls": [chat_call("a"), chat_call("b")]},
     {"role": "tool", "tool_call_id": "a", "content": "sun"},
     {"role": "tool", "tool_call_id": "b", "content": "rain"},
     {"role": "assistant", "content": "mixed"},

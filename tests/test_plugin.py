@@ -297,8 +297,8 @@ async def test_adk_plugin_with_a_pair_breaking_filter_is_rejected_ours_is_not() 
 def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, keep: int,
                                             hysteresis: int) -> None:
     """The count-mode fast path cuts exactly where the full pairing pass would."""
-    from adk_session_heal.plugin import _full_trim, _trim
+    from adk_session_heal.plugin.trimming import full_trim, trim
 
     contents = history[dropped:]  # dropping a prefix may orphan responses
     window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis)
-    assert _trim(contents, window) == _full_trim(contents, window)
+    assert trim(contents, window) == full_trim(contents, window)

@@ -1,0 +1,176 @@
+"""Where the context window starts: whole invocations, never a split tool cycle.
+
+* An invocation starts at one or more consecutive human user contents (a
+  function response content is role ``user`` but not human) and holds
+  everything up to the next human content (ADK's definition).
+* The window only ever starts at a *safe cut*: an invocation start after which
+  no response belongs to a call before it (pairing is
+  :func:`~adk_session_heal.pairing.pair`'s). A cut that is not safe widens back
+  to the nearest safe one, so a tool cycle answered across invocations is kept
+  whole (ADK-Java semantics, by invocation rather than by content, so the
+  window still starts with a human message).
+
+:func:`trim` finds the count-mode cut from the end (:func:`tail_cut`) when it
+can, and otherwise makes one pass over every content plus a full pairing
+(:func:`full_trim`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from google.genai import types
+
+from ..pairing import Pairing, Step, pair
+from ..provider_rules import gemini_steps
+
+if TYPE_CHECKING:
+    from .window import ContextWindow
+
+__all__ = ["full_trim", "tail_cut", "trim"]
+
+
+@dataclass(slots=True)
+class _Shape:
+    """What the trim needs to know about contents, from one pass plus pairing."""
+
+    steps: list[Step]
+    roles: list[str]
+    pairing: Pairing
+    starts: list[int]  # invocation starts
+    safe: list[int]  # invocation starts no response after which has its call before
+
+
+def _shape(contents: Sequence[types.Content]) -> _Shape:
+    steps, roles = gemini_steps(contents)
+    starts: list[int] = []
+    previous_human = False
+    for index, role in enumerate(roles):
+        human = role == "user" and not steps[index][1]
+        if human and not previous_human:
+            starts.append(index)
+        previous_human = human
+    pairing = pair(steps, idless="positional")
+    n = len(steps)
+    earliest = list(range(n))
+    for occurrence in pairing.occurrences:
+        for response in occurrence.responses:
+            if occurrence.step < earliest[response]:
+                earliest[response] = occurrence.step
+    # need[i] = min(earliest[i:]): the oldest call a kept tail from i depends on.
+    need = earliest
+    for index in range(n - 2, -1, -1):
+        if need[index + 1] < need[index]:
+            need[index] = need[index + 1]
+    safe = [s for s in starts if need[s] >= s]
+    return _Shape(steps, roles, pairing, starts, safe)
+
+
+def _closed_prefix(shape: _Shape, length: int) -> int:
+    """Extends a prefix of ``length`` contents to the end of the tool cycles it opens."""
+    if length <= 0:
+        return 0
+    n = len(shape.steps)
+    last_response = [-1] * n
+    for occurrence in shape.pairing.occurrences:
+        if occurrence.responses:
+            last = occurrence.responses[-1]
+            if last > last_response[occurrence.step]:
+                last_response[occurrence.step] = last
+    end = min(length, n)
+    reach = -1
+    index = 0
+    while index < end:
+        if last_response[index] > reach:
+            reach = last_response[index]
+        index += 1
+        if index == end and reach >= end:
+            end = min(reach + 1, n)
+    return end
+
+
+def _is_human(content: types.Content) -> bool:
+    """A user-role content holding no function response (a person typed it)."""
+    if content.role != "user":
+        return False
+    return not any(part.function_response is not None for part in content.parts or ())
+
+
+def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> int | None:
+    """The count-mode cut, found from the end without pairing the whole history.
+
+    Walks back only until ``keep + hysteresis`` invocation starts are seen, then
+    pairs the kept tail alone. If the tail pairs with no orphan, no kept
+    response belongs to a dropped call, so the cut at the start of the
+    ``keep``-th newest invocation is safe: the same answer :func:`full_trim` gives,
+    in time proportional to the tail. Returns ``None`` when the tail has an
+    orphan (the cut may have to widen), leaving the full pass to decide.
+    """
+    starts: list[int] = []
+    index = len(contents) - 1
+    human_after = False
+    while index >= 0 and len(starts) < keep + hysteresis:
+        human = _is_human(contents[index])
+        if human_after and not human:
+            starts.append(index + 1)
+        human_after = human
+        index -= 1
+    if index < 0 and human_after:
+        starts.append(0)
+    if len(starts) < keep + hysteresis:
+        return 0
+    cut = starts[keep - 1]
+    steps, _roles = gemini_steps(contents[cut:])
+    if pair(steps, idless="positional").orphans:
+        return None
+    return cut
+
+
+def trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
+    """Returns the contents the window keeps, before any custom filter (a new list)."""
+    keep = window.num_invocations_to_keep
+    if keep is None and window.budget is None:
+        return list(contents)
+    if keep is not None and window.budget is None and window.protected_prefix == 0:
+        fast = tail_cut(contents, keep, window.hysteresis)
+        if fast is not None:
+            return list(contents[fast:])
+    return full_trim(contents, window)
+
+
+def full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
+    """The trim from one pass over every content plus a full pairing."""
+    keep = window.num_invocations_to_keep
+    shape = _shape(contents)
+    starts, safe = shape.starts, shape.safe
+    cut = 0
+    if keep is not None and len(starts) >= keep + window.hysteresis:
+        target = starts[-keep]
+        position = bisect_right(safe, target)
+        cut = safe[position - 1] if position else 0
+    prefix = _closed_prefix(shape, window.protected_prefix)
+    if window.budget is not None:
+        sizes = [window.counter(c) for c in contents]
+        prefix_size = sum(sizes[:prefix])
+        suffix = 0
+        sizes_from: dict[int, int] = {}
+        position = len(contents)
+        for start in reversed(safe):
+            suffix += sum(sizes[start:position])
+            position = start
+            sizes_from[start] = suffix
+        best = None
+        for start in reversed(safe):
+            if start < cut:
+                break
+            if best is not None and prefix_size + sizes_from[start] > window.budget:
+                break
+            best = start
+        if best is not None and best > cut:
+            cut = best
+    if cut <= prefix:
+        return list(contents)
+    return [*contents[:prefix], *contents[cut:]]

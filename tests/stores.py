@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,7 @@ async def table_names(store: Store) -> set[str]:
     if store.sqlite_path is not None:
         if not store.sqlite_path.exists():
             return set()
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     engine = create_async_engine(store.url)
     try:

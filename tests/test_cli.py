@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -182,7 +183,7 @@ async def test_database_without_adk_tables(postgres_url: str, tmp_path: Path) ->
     assert_one_line_error(cli("db", "upgrade", postgres_url), "no ADK session tables")
     assert await table_names(store) == set()
     other = tmp_path / "other.db"
-    with sqlite3.connect(other) as db:
+    with closing(sqlite3.connect(other)) as db, db:
         db.execute("CREATE TABLE notes (body TEXT)")
     before = other.read_bytes()
     assert_one_line_error(cli("scan", f"sqlite:///{other}"), "no ADK session tables")
@@ -213,7 +214,7 @@ async def test_unknown_schema_version(tmp_path: Path) -> None:
     async for store in make_store("db_sqlite", tmp_path):
         await fill(store, crashed_histories())
         assert store.sqlite_path is not None
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             db.execute("UPDATE adk_internal_metadata SET value = '2' WHERE key = 'schema_version'")
         before = await snapshot(store)
         assert_one_line_error(cli("repair", store.url, "--yes", "--no-ledger"),
@@ -291,7 +292,7 @@ def test_database_service_is_untouched_by_sqlite_detection(tmp_path: Path) -> No
     asyncio.run(build())
     cli("scan", f"sqlite+aiosqlite:///{path}")
     cli("repair", f"sqlite+aiosqlite:///{path}", "--yes", "--no-ledger")
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     assert "adk_internal_metadata" not in tables
     assert not [t for t in tables if t.startswith("idx_")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import text
@@ -75,7 +76,7 @@ def test_adk_sqlite_file_stays_adk_sqlite(tmp_path: Path) -> None:
     store = Store("adk_sqlite", f"sqlite:///{path}")
     asyncio.run(fill(store, {"ok": crashed_histories()["ok"]}))
     asyncio.run(migrate.upgrade(store.url))
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == {"app_states", "user_states", "sessions", "events",
                       "adk_session_heal_ledger", "adk_session_heal_alembic_version"}

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ POLICY = HealPolicy(stale_after=3600)
 
 async def _sessions_table(store: Store) -> Any:
     if store.sqlite_path is not None:
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             return sorted(db.execute("SELECT * FROM sessions").fetchall())
     engine = create_async_engine(store.url)
     try:
@@ -134,7 +135,7 @@ async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
     assert len(expected_rows) == 3
     if adk_store.kind == "adk_sqlite":
         assert adk_store.sqlite_path is not None
-        with sqlite3.connect(adk_store.sqlite_path) as db:
+        with closing(sqlite3.connect(adk_store.sqlite_path)) as db, db:
             stored = db.execute(
                 "SELECT id, app_name, user_id, session_id, invocation_id, timestamp, event_data "
                 "FROM events WHERE id LIKE '%-heal' ORDER BY id").fetchall()
@@ -188,7 +189,7 @@ async def test_repair_on_a_read_only_postgres_writes_nothing(tmp_path: Path) -> 
 
 def _count(store: Store, sql: str) -> int:
     assert store.sqlite_path is not None
-    with sqlite3.connect(store.sqlite_path, timeout=10) as db:
+    with closing(sqlite3.connect(store.sqlite_path, timeout=10)) as db, db:
         return int(db.execute(sql).fetchone()[0])
 
 

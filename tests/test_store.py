@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ async def _heal_and_ledger_rows(store: Store) -> tuple[int, int]:
     heals = "SELECT count(*) FROM events WHERE id LIKE '%-heal%'"
     recorded = "SELECT count(*) FROM adk_session_heal_ledger"
     if store.sqlite_path is not None:
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             return db.execute(heals).fetchone()[0], db.execute(recorded).fetchone()[0]
     engine = create_async_engine(store.url)
     try:

@@ -16,6 +16,7 @@ A session service's adapter is chosen by its class (:func:`store_for_service`).
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from typing import Any
 
 from google.adk.sessions import (
@@ -100,7 +101,7 @@ def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str
 def _inspect_sqlite(url: StoreUrl) -> Layout:
     """Reads a SQLite file's layout with the standard library, read-only."""
     try:
-        with sqlite3.connect(url.sqlite_uri(writable=False), uri=True) as db:
+        with closing(sqlite3.connect(url.sqlite_uri(writable=False), uri=True)) as db, db:
             tables = {row[0] for row in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             info = db.execute("PRAGMA table_info(events)").fetchall()

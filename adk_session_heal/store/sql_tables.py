@@ -22,7 +22,8 @@ from typing import Any, cast
 from google.adk.events.event import Event
 from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
 from google.adk.sessions.schemas.v1 import StorageEvent
-from sqlalchemy import Table, func, literal, null, select, text, union_all
+from sqlalchemy import String, Table, bindparam, func, literal, null, select, text, union_all
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -127,6 +128,21 @@ async def insert_database_events_batch(
     return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
 
 
+_PG_SESSION_COUNTS = text("""
+SELECT k.app, k.usr, k.sid,
+  (SELECT count(*) FROM events e
+    WHERE e.app_name = k.app AND e.user_id = k.usr AND e.session_id = k.sid) AS events,
+  NULL AS id
+FROM unnest(:apps, :users, :sids) AS k(app, usr, sid)
+UNION ALL
+SELECT app_name, user_id, session_id, 0, id FROM events
+WHERE id = ANY(:ids) AND session_id = ANY(:sids)
+""").bindparams(
+    *(bindparam(name, type_=ARRAY(String)) for name in ("apps", "users", "sids", "ids"))
+)
+"""PostgreSQL's re-count: one index range per session (5x faster than ``IN`` lists there)."""
+
+
 async def session_counts(
     conn: AsyncConnection, batch: Sequence[SessionHeals]
 ) -> dict[SessionKey, int]:
@@ -134,30 +150,41 @@ async def session_counts(
 
     A planned heal already stored (written by a racing healer) is not counted:
     the session is as planned, and the insert will find the heal present. One
-    statement, so both parts see the same snapshot. The filter is by plain
-    ``IN`` lists, which every engine serves from an index (a row-value ``IN``
-    took PostgreSQL 30x longer); rows of other sessions it lets through are
-    ignored here.
+    statement, so both parts see the same snapshot. Rows of other sessions a
+    filter lets through are ignored here.
+
+    PostgreSQL applies an ``IN`` list on ``session_id`` as a filter over the
+    app and user's whole index range (every event of the app, measured), so
+    there each session is counted over its own range; elsewhere plain ``IN``
+    lists, which SQLite and MySQL serve from the index.
     """
     checking = [s for s in batch if s.seen_events is not None]
     if not checking:
         return {}
-    columns = (_EVENTS.c.app_name, _EVENTS.c.user_id, _EVENTS.c.session_id)
-    near = (
-        _EVENTS.c.session_id.in_({s.key.session_id for s in checking}),
-        _EVENTS.c.app_name.in_({s.key.app_name for s in checking}),
-        _EVENTS.c.user_id.in_({s.key.user_id for s in checking}),
-    )
-    planned_ids = {heal.event.id for s in checking for heal in s.heals}
-    statement = union_all(
-        select(*columns, func.count().label("events"), null().label("id"))
-        .where(*near).group_by(*columns),
-        select(*columns, literal(0).label("events"), _EVENTS.c.id)
-        .where(*near, _EVENTS.c.id.in_(planned_ids)),
-    )
+    planned_ids = sorted({heal.event.id for s in checking for heal in s.heals})
+    if conn.dialect.name == "postgresql":
+        rows = await conn.execute(_PG_SESSION_COUNTS, {
+            "apps": [s.key.app_name for s in checking],
+            "users": [s.key.user_id for s in checking],
+            "sids": [s.key.session_id for s in checking],
+            "ids": planned_ids,
+        })
+    else:
+        columns = (_EVENTS.c.app_name, _EVENTS.c.user_id, _EVENTS.c.session_id)
+        near = (
+            _EVENTS.c.session_id.in_({s.key.session_id for s in checking}),
+            _EVENTS.c.app_name.in_({s.key.app_name for s in checking}),
+            _EVENTS.c.user_id.in_({s.key.user_id for s in checking}),
+        )
+        rows = await conn.execute(union_all(
+            select(*columns, func.count().label("events"), null().label("id"))
+            .where(*near).group_by(*columns),
+            select(*columns, literal(0).label("events"), _EVENTS.c.id)
+            .where(*near, _EVENTS.c.id.in_(planned_ids)),
+        ))
     counts: dict[SessionKey, int] = {}
     present: list[tuple[str, str, str, str]] = []
-    for app, user, session, events, event_id in await conn.execute(statement):
+    for app, user, session, events, event_id in rows:
         if event_id is None:
             counts[SessionKey(app, user, session)] = int(events)
         else:

@@ -1,7 +1,7 @@
 """HealRecord: what one heal did, for logs, metrics callbacks and the ledger.
 
 Records of new heals are built in one place,
-:func:`adk_session_heal.healing.build_heals`; the ledger reads stored ones back.
+:attr:`adk_session_heal.healing.Heal.record`; the ledger reads stored ones back.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 from google.adk.events.event import Event, NodeInfo
@@ -262,19 +263,60 @@ def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) ->
     return event
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Heal:
     """One synthetic event to write, and the record of writing it.
 
+    The event and the record are built from the plan when first asked for
+    (and kept): a repair plans every heal of a store before it writes, and
+    thousands of objects held through the scan made the garbage collector's
+    work grow with them (measured: a fifth of a PostgreSQL repair's time).
+
     Attributes:
         plan: What the heal answers and where it goes.
-        event: The synthetic event, exactly as it will be stored.
-        record: What the log, telemetry and ledger say of it once written.
+        key: The session.
+        trigger: Which path heals.
+        healed_at: When (POSIX seconds).
+        policy: Supplies the payloads.
     """
 
     plan: HealPlan
-    event: Event
-    record: HealRecord
+    key: SessionKey
+    trigger: HealTrigger
+    healed_at: float
+    policy: HealPolicy = field(repr=False, compare=False)
+
+    @property
+    def event_id(self) -> str:
+        """The synthetic event's id."""
+        return self.plan.event_id
+
+    @cached_property
+    def event(self) -> Event:
+        """The synthetic event, exactly as it will be stored."""
+        return build_heal_event(self.plan, self.policy, healed_at=self.healed_at)
+
+    @cached_property
+    def record(self) -> HealRecord:
+        """What the log, telemetry and ledger say of the heal once written.
+
+        The one place a :class:`~adk_session_heal.heal_record.HealRecord` of a
+        new heal is made.
+        """
+        plan, key = self.plan, self.key
+        return HealRecord(
+            app_name=key.app_name,
+            user_id=key.user_id,
+            session_id=key.session_id,
+            call_event_id=plan.call_event_id,
+            synthetic_event_id=plan.event_id,
+            invocation_id=plan.invocation_id,
+            call_ids=plan.call_ids,
+            tool_names=plan.tool_names,
+            reason=plan.reason,
+            trigger=self.trigger,
+            healed_at=self.healed_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,10 +345,7 @@ def build_heals(
     trigger: HealTrigger,
     healed_at: float,
 ) -> tuple[Heal, ...]:
-    """Builds the synthetic event and the record of each planned heal.
-
-    This is the one place a :class:`~adk_session_heal.heal_record.HealRecord`
-    of a new heal is made, for the wrapper and repair alike.
+    """Returns one :class:`Heal` per planned heal, in the same order.
 
     Args:
         plans: From :func:`plan_heals`.
@@ -314,30 +353,8 @@ def build_heals(
         policy: Supplies the payloads.
         trigger: Which path heals.
         healed_at: When (POSIX seconds), for the marker and the record.
-
-    Returns:
-        One :class:`Heal` per plan, in the same order.
     """
-    return tuple(
-        Heal(
-            plan,
-            build_heal_event(plan, policy, healed_at=healed_at),
-            HealRecord(
-                app_name=key.app_name,
-                user_id=key.user_id,
-                session_id=key.session_id,
-                call_event_id=plan.call_event_id,
-                synthetic_event_id=plan.event_id,
-                invocation_id=plan.invocation_id,
-                call_ids=plan.call_ids,
-                tool_names=plan.tool_names,
-                reason=plan.reason,
-                trigger=trigger,
-                healed_at=healed_at,
-            ),
-        )
-        for plan in plans
-    )
+    return tuple(Heal(plan, key, trigger, healed_at, policy) for plan in plans)
 
 
 def plan_session(

@@ -227,9 +227,9 @@ class AdkSqliteStore(SessionStore):
                 stored: dict[str, Event] = {}
                 for (key, heal), ok in zip(heals, written, strict=True):
                     if not ok and read_back:
-                        found = await _read_event(db, key, heal.event.id)
+                        found = await _read_event(db, key, heal.event_id)
                         if found is not None:
-                            stored[heal.event.id] = found
+                            stored[heal.event_id] = found
         except sqlite3.Error as exc:
             raise self._error(exc, "write to") from exc
         return outcomes(batch, results, [heal for _, heal in heals], written, stored)
@@ -252,7 +252,7 @@ async def _session_counts(
             row = await cursor.fetchone()
         if row and row[0]:
             counts[key] = int(row[0])
-        ids = [heal.event.id for heal in planned.heals]
+        ids = [heal.event_id for heal in planned.heals]
         async with db.execute(
             "SELECT app_name, user_id, session_id, id FROM events WHERE app_name=? AND "
             f"user_id=? AND session_id=? AND id IN ({', '.join('?' for _ in ids)})",

@@ -197,7 +197,7 @@ def discount_planned(
         present: ``(app_name, user_id, session_id, id)`` rows whose id is a
             planned heal's id (in any session of the batch).
     """
-    planned = {(s.key, heal.event.id) for s in batch for heal in s.heals}
+    planned = {(s.key, heal.event_id) for s in batch for heal in s.heals}
     for app, user, session, event_id in present:
         key = SessionKey(app, user, session)
         if (key, event_id) in planned:
@@ -245,5 +245,5 @@ def outcomes(
     results = {id(result.heal): result for result in skipped}
     for heal, ok in zip(inserted, written, strict=True):
         outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
-        results[id(heal)] = WriteResult(heal, outcome, stored.get(heal.event.id))
+        results[id(heal)] = WriteResult(heal, outcome, stored.get(heal.event_id))
     return [results[id(heal)] for planned in batch for heal in planned.heals]

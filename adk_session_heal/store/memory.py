@@ -39,7 +39,7 @@ class InMemoryStore(SessionStore):
                 .get(key.user_id, {})
                 .get(key.session_id)
             )
-            planned_ids = {heal.event.id for heal in planned.heals}
+            planned_ids = {heal.event_id for heal in planned.heals}
             now = None if session is None else sum(
                 1 for event in session.events if event.id not in planned_ids)
             if session is None or (planned.seen_events is not None and now != planned.seen_events):
@@ -49,7 +49,7 @@ class InMemoryStore(SessionStore):
             stored = session.events
             by_id = {event.id: event for event in stored}
             for heal in planned.heals:
-                existing = by_id.get(heal.event.id)
+                existing = by_id.get(heal.event_id)
                 if existing is not None:
                     results.append(WriteResult(heal, WriteOutcome.PRESENT, existing))
                     continue
@@ -58,6 +58,6 @@ class InMemoryStore(SessionStore):
                     len(stored),
                 )
                 stored.insert(position, heal.event)
-                by_id[heal.event.id] = heal.event
+                by_id[heal.event_id] = heal.event
                 results.append(WriteResult(heal, WriteOutcome.WRITTEN))
         return results

@@ -161,7 +161,7 @@ async def session_counts(
     checking = [s for s in batch if s.seen_events is not None]
     if not checking:
         return {}
-    planned_ids = sorted({heal.event.id for s in checking for heal in s.heals})
+    planned_ids = sorted({heal.event_id for s in checking for heal in s.heals})
     if conn.dialect.name == "postgresql":
         rows = await conn.execute(_PG_SESSION_COUNTS, {
             "apps": [s.key.app_name for s in checking],
@@ -297,11 +297,11 @@ class SqlTablesStore(SessionStore):
                 _EVENTS.c.app_name == key.app_name,
                 _EVENTS.c.user_id == key.user_id,
                 _EVENTS.c.session_id == key.session_id,
-                _EVENTS.c.id == heal.event.id,
+                _EVENTS.c.id == heal.event_id,
             )
             row = (await conn.execute(statement)).first()
             if row is not None:
-                stored[heal.event.id] = _to_event(row)
+                stored[heal.event_id] = _to_event(row)
         return stored
 
     async def close(self) -> None:

@@ -201,7 +201,7 @@ def discount_planned(
     for app, user, session, event_id in present:
         key = SessionKey(app, user, session)
         if (key, event_id) in planned:
-            counts[key] -= 1
+            counts[key] = counts.get(key, 0) - 1
     return counts
 
 

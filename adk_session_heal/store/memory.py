@@ -40,9 +40,11 @@ class InMemoryStore(SessionStore):
                 .get(key.session_id)
             )
             planned_ids = {heal.event_id for heal in planned.heals}
-            now = None if session is None else sum(
+            counted = None if session is None else sum(
                 1 for event in session.events if event.id not in planned_ids)
-            if session is None or (planned.seen_events is not None and now != planned.seen_events):
+            if session is None or (
+                planned.seen_events is not None and counted != planned.seen_events
+            ):
                 outcome = WriteOutcome.GONE if session is None else WriteOutcome.CHANGED
                 results.extend(WriteResult(heal, outcome) for heal in planned.heals)
                 continue

@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Coroutine
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -211,10 +211,10 @@ def _print_repair(console: Console, report: RepairReport, *, preview: bool = Fal
         return
     if report.dry_run:
         for heal in report.heals:
-            console.print(f"would insert event {heal.event.id!r} into session "
+            console.print(f"would insert event {heal.record.synthetic_event_id!r} into session "
                           f"{heal.record.app_name}/{heal.record.user_id}/"
                           f"{heal.record.session_id}:")
-            console.print_json(data=heal.event.model_dump(exclude_none=True, mode="json"))
+            console.print_json(data=heal.event_data)
         console.print(f"Dry run: synthetic events that would be written: {len(report.heals)}; "
                       "nothing was written.")
     else:
@@ -342,7 +342,7 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
                    "reason", "trigger"):
         table.add_column(column)
     for r in records:
-        when = datetime.fromtimestamp(r.healed_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        when = datetime.fromtimestamp(r.healed_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(when, f"{r.app_name}/{r.user_id}/{r.session_id}", r.synthetic_event_id,
                       ", ".join(r.tool_names), r.reason, r.trigger.value)
     console = _console()

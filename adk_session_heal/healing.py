@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from google.adk.events.event import Event, NodeInfo
-from google.genai import types
+from google.adk.events.event import Event
+from pydantic_core import to_jsonable_python
 
+from .adk_compat import readable_event_data
 from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
 from .findings import HEALABLE, SessionFindings
 from .heal_record import HealRecord, HealTrigger
@@ -53,6 +54,7 @@ __all__ = [
     "build_heal_event",
     "build_heals",
     "build_marker",
+    "heal_event_data",
     "heal_event_id",
     "plan_heals",
     "plan_session",
@@ -83,6 +85,8 @@ class HealPlan:
         event_id: The synthetic event's deterministic id.
         timestamp: The synthetic event's time (POSIX seconds, whole
             microseconds), strictly between the call event and the next one.
+        call_timestamp: The call event's own time, as read (a writer places
+            the heal's stored time relative to the call row's).
         invocation_id: Copied from the call event.
         author: Copied from the call event.
         branch: Copied from the call event.
@@ -97,6 +101,7 @@ class HealPlan:
     insert_at: int
     event_id: str
     timestamp: float
+    call_timestamp: float
     invocation_id: str
     author: str
     branch: str | None
@@ -198,13 +203,15 @@ def plan_heals(
             attempt += 1
             event_id = heal_event_id(app_name, user_id, session_id, call_event_id, attempt)
         next_ts = access.timestamp(events[index + 1]) if index + 1 < len(events) else None
+        call_ts = access.timestamp(event)
         plans.append(
             HealPlan(
                 call_event_id=call_event_id,
                 call_event_index=index,
                 insert_at=index + 1,
                 event_id=event_id,
-                timestamp=_placement(access.timestamp(event), next_ts),
+                timestamp=_placement(call_ts, next_ts),
+                call_timestamp=call_ts,
                 invocation_id=access.invocation_id(event),
                 author=access.author(event),
                 branch=access.branch(event),
@@ -230,8 +237,16 @@ def build_marker(plan: HealPlan, *, healed_at: float) -> dict[str, Any]:
     }
 
 
-def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> Event:
-    """Builds the synthetic response event a heal writes.
+def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> dict[str, Any]:
+    """Builds the synthetic response event a heal writes, as the JSON object stored.
+
+    The one builder of a heal's content: writers store this object and
+    :func:`build_heal_event` validates it into an ``Event``. Its top-level
+    fields are those every supported ADK reads
+    (:data:`~adk_session_heal.adk_compat.PORTABLE_EVENT_FIELDS`), plus the
+    call's isolation scope and node path when it has them (only ADK 2.x
+    writes those). Defaults are left out, as ADK's ``model_dump(exclude_none=True)``
+    would keep them, so a 1.x reader that forbids unknown fields reads it.
 
     Args:
         plan: The planned heal.
@@ -239,28 +254,49 @@ def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) ->
         healed_at: When the heal is written (POSIX seconds), for the marker.
 
     Returns:
-        A new ``Event``; nothing else is touched.
+        A new JSON-ready dict with snake_case keys; nothing else is touched.
     """
-    parts = [
-        types.Part(
-            function_response=types.FunctionResponse(
-                id=call.call_id, name=call.name, response=policy.payload_for(call)
-            )
-        )
-        for call in plan.calls
-    ]
-    event = Event(
-        id=plan.event_id,
-        invocation_id=plan.invocation_id,
-        author=plan.author,
-        branch=plan.branch,
-        timestamp=plan.timestamp,
-        content=types.Content(role="user", parts=parts),
-        custom_metadata={HEAL_METADATA_KEY: build_marker(plan, healed_at=healed_at)},
-        isolation_scope=plan.isolation_scope,
-        node_info=NodeInfo(path=plan.node_path or ""),
-    )
-    return event
+    data: dict[str, Any] = {
+        "id": plan.event_id,
+        "invocation_id": plan.invocation_id,
+        "author": plan.author,
+        "timestamp": plan.timestamp,
+        "content": {
+            "role": "user",
+            "parts": [
+                {"function_response": {
+                    "id": call.call_id,
+                    "name": call.name,
+                    "response": to_jsonable_python(policy.payload_for(call)),
+                }}
+                for call in plan.calls
+            ],
+        },
+        "custom_metadata": {HEAL_METADATA_KEY: build_marker(plan, healed_at=healed_at)},
+    }
+    if plan.branch is not None:
+        data["branch"] = plan.branch
+    if plan.isolation_scope is not None:
+        data["isolation_scope"] = plan.isolation_scope
+    if plan.node_path:
+        data["node_info"] = {"path": plan.node_path}
+    return data
+
+
+def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> Event:
+    """Builds the synthetic response event a heal writes, as an ``Event``.
+
+    Args:
+        plan: The planned heal.
+        policy: Supplies the response payload of each call.
+        healed_at: When the heal is written (POSIX seconds), for the marker.
+
+    Returns:
+        A new ``Event`` of :func:`heal_event_data`, without the fields the
+        installed ADK lacks; nothing else is touched.
+    """
+    data = heal_event_data(plan, policy, healed_at=healed_at)
+    return Event.model_validate(readable_event_data(data))
 
 
 @dataclass(frozen=True)
@@ -292,9 +328,14 @@ class Heal:
         return self.plan.event_id
 
     @cached_property
+    def data(self) -> dict[str, Any]:
+        """The synthetic event's JSON object, exactly as SQL writers store it."""
+        return heal_event_data(self.plan, self.policy, healed_at=self.healed_at)
+
+    @cached_property
     def event(self) -> Event:
-        """The synthetic event, exactly as it will be stored."""
-        return build_heal_event(self.plan, self.policy, healed_at=self.healed_at)
+        """The synthetic event as an ``Event`` of the installed ADK."""
+        return Event.model_validate(readable_event_data(self.data))
 
     @cached_property
     def record(self) -> HealRecord:

@@ -35,6 +35,7 @@ from typing import Any
 
 from google.adk.events.event import Event
 
+from .adk_compat import readable_event_data
 from .findings import CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
@@ -209,22 +210,27 @@ class HealEntry:
 
     Attributes:
         record: The heal's record (what the ledger stores).
-        event: The synthetic event, exactly as stored.
+        event_data: The synthetic event's JSON object, exactly as stored.
         written: Whether this run inserted it (``False``: already present or
             skipped); ``None`` in a dry run.
         outcome: What the writer did (``None`` in a dry run).
     """
 
     record: HealRecord
-    event: Event
+    event_data: dict[str, Any]
     written: bool | None
     outcome: WriteOutcome | None = None
+
+    @property
+    def event(self) -> Event:
+        """The synthetic event as an ``Event`` of the installed ADK (built on each call)."""
+        return Event.model_validate(readable_event_data(self.event_data))
 
     @classmethod
     def of(cls, result: WriteResult) -> HealEntry:
         """Returns the entry of one write result."""
         heal = result.heal
-        return cls(heal.record, heal.event, result.written, result.outcome)
+        return cls(heal.record, heal.data, result.written, result.outcome)
 
     def to_json(self) -> dict[str, Any]:
         """Returns the entry's JSON object, with the event as stored."""
@@ -232,7 +238,7 @@ class HealEntry:
             **record_json(self.record, with_trigger=False),
             "written": self.written,
             "outcome": self.outcome.value if self.outcome is not None else None,
-            "event_data": self.event.model_dump(exclude_none=True, mode="json"),
+            "event_data": self.event_data,
         }
 
 
@@ -272,7 +278,7 @@ class RepairReport:
     @classmethod
     def dry(cls, scan: ScanReport, heals: Sequence[Heal]) -> RepairReport:
         """Returns the report of a dry run: every planned heal, nothing written."""
-        return cls(scan, [HealEntry(h.record, h.event, None) for h in heals],
+        return cls(scan, [HealEntry(h.record, h.data, None) for h in heals],
                    dry_run=True, ledger=False)
 
     def __repr__(self) -> str:

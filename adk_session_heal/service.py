@@ -40,12 +40,12 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
-from typing_extensions import Self, override
+from typing_extensions import override
 
 from .errors import HealWriteError
 from .findings import classify

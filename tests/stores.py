@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
-from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
 from google.adk.sessions.schemas.v1 import StorageSession
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from servers import temporary_database
 from sqlalchemy import insert, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from adk_session_heal.adk_compat import timestamp_to_column
 from adk_session_heal.store.adk_sqlite import insert_sqlite_events, sqlite_event_row
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
 from adk_session_heal.testing import History
@@ -249,7 +249,7 @@ async def bulk_fill(store: Store, histories: list[History], *, app: str = APP,
                 for index in range(first, min(first + chunk, len(histories))):
                     history = histories[index]
                     session_id = f"s{index:07d}"
-                    stamp = timestamp_to_utc_datetime(history.events[-1].timestamp)
+                    stamp = timestamp_to_column(history.events[-1].timestamp)
                     sessions.append({"app_name": app, "user_id": user, "id": session_id,
                                      "state": {},
                                      "create_time": stamp, "update_time": stamp})

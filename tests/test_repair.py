@@ -33,16 +33,19 @@ from stores import (
 )
 
 from adk_session_heal import migrate
+from adk_session_heal.adk_compat import timestamp_to_column
 from adk_session_heal.bulk import apply_plan, plan_repair, repair, scan
 from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
 from adk_session_heal.event_access import ADK_EVENTS
 from adk_session_heal.findings import classify
-from adk_session_heal.healing import build_heal_event, plan_heals
+from adk_session_heal.heal_record import HealTrigger
+from adk_session_heal.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.policy import HealPolicy
+from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store import WriteOutcome
-from adk_session_heal.store.adk_sqlite import sqlite_event_row
-from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
+from adk_session_heal.store.adk_sqlite import sqlite_heal_row
+from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row, heal_row
 
 NOW = 1_700_100_000.0
 POLICY = HealPolicy(stale_after=3600)
@@ -118,7 +121,7 @@ async def test_dry_run_writes_nothing_and_shows_the_rows(adk_store: Store) -> No
 
 
 async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
-    """The stored row equals plan_heals + build_heal_event + the ADK row builder over ADK Events."""
+    """The stored row equals plan_heals + Heal + the layout's heal-row builder over ADK Events."""
     histories = crashed_histories()
     await fill(adk_store, histories)
     await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
@@ -128,10 +131,13 @@ async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
         findings = classify(history.events, ADK_EVENTS, now=NOW, stale_after=3600)
         for plan in plan_heals(history.events, findings, app_name=APP, user_id=USER,
                                session_id=session_id):
-            event = build_heal_event(plan, POLICY, healed_at=NOW)
-            builder = sqlite_event_row if adk_store.kind == "adk_sqlite" else database_event_row
-            expected_rows.append(builder(event, app_name=APP, user_id=USER,
-                                         session_id=session_id))
+            key = SessionKey(APP, USER, session_id)
+            heal = Heal(plan, key, HealTrigger.REPAIR, NOW, POLICY)
+            if adk_store.kind == "adk_sqlite":
+                expected_rows.append(sqlite_heal_row(key, heal))
+            else:  # placed relative to the call row, stored as the installed ADK stores it
+                call_column = timestamp_to_column(plan.call_timestamp)
+                expected_rows.append(heal_row(key, heal, call_column))
     assert len(expected_rows) == 3
     if adk_store.kind == "adk_sqlite":
         assert adk_store.sqlite_path is not None

@@ -89,6 +89,58 @@ async def test_writer_is_chosen_by_service_kind(tmp_path: Path) -> None:
     await database.close()
 
 
+class SealingSessionService(DatabaseSessionService):
+    """A subclass that changes what it stores (as an encrypting store does): a seal per event."""
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        sealed = dict(event.custom_metadata or {}, sealed_by="subclass")
+        return await super().append_event(
+            session, event.model_copy(update={"custom_metadata": sealed}))
+
+
+class ConfiguredSessionService(DatabaseSessionService):
+    """A subclass that only configures ADK's service: it stores rows exactly as ADK does."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"sqlite+aiosqlite:///{path}")
+
+
+async def test_a_subclass_that_changes_storage_is_written_through_its_own_api(
+    tmp_path: Path,
+) -> None:
+    """Only ADK's own classes (or subclasses overriding nothing but __init__) get direct SQL."""
+    session = Session(id="s", app_name=APP, user_id=USER)
+    sealing = SealingSessionService(f"sqlite+aiosqlite:///{tmp_path}/sealed.db")
+    configured = ConfiguredSessionService(tmp_path / "configured.db")
+    try:
+        await configured.prepare_tables()
+        assert store_for_service(sealing, session).layout is Layout.APPEND
+        assert store_for_service(configured, session).layout is Layout.DATABASE
+
+        history = History(start=time.time() - 3600)
+        history.user("weather?")
+        history.call("get_weather")
+        history.user("hello?")
+        crashed = await store_crashed(sealing, history)
+        service = HealingSessionService(sealing, HealPolicy(quiet_after=5))
+        healed = await service.get_session(app_name=APP, user_id=USER, session_id=crashed.id)
+        assert healed is not None
+        (heal,) = synthetic(healed.events)
+        assert heal.custom_metadata is not None
+        assert heal.custom_metadata["sealed_by"] == "subclass"  # its append_event stored it
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/sealed.db")
+        try:
+            async with engine.connect() as conn:
+                raw = (await conn.execute(text(
+                    "SELECT event_data FROM events WHERE id = :id"), {"id": heal.id})).scalar_one()
+        finally:
+            await engine.dispose()
+        assert "sealed_by" in str(raw)
+    finally:
+        await sealing.close()
+        await configured.close()
+
+
 async def test_unknown_service_heals_on_get_only_when_quiet() -> None:
     """Through append_event a heal bumps the revision, so get_session waits for quiet."""
     inner = OpaqueSessionService()

@@ -11,6 +11,7 @@ one transaction: re-count each planned session's events, insert the heal rows
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -19,7 +20,7 @@ from typing import Any
 import aiosqlite
 from google.adk.events.event import Event
 
-from ..healing import SessionHeals
+from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     Layout,
@@ -42,6 +43,7 @@ __all__ = [
     "insert_sqlite_events",
     "insert_sqlite_ledger_rows",
     "sqlite_event_row",
+    "sqlite_heal_row",
 ]
 
 SQLITE_EVENT_COLUMNS = (
@@ -84,6 +86,24 @@ def sqlite_event_row(
         event.invocation_id,
         event.timestamp,
         event.model_dump_json(exclude_none=True),
+    )
+
+
+def sqlite_heal_row(key: SessionKey, heal: Heal) -> tuple[Any, ...]:
+    """Returns the ``events`` row of a heal (values in :data:`SQLITE_EVENT_COLUMNS` order).
+
+    The ``timestamp`` column is a REAL holding the event's own time in every
+    ADK version, so the heal's planned time places it right after its call.
+    """
+    plan = heal.plan
+    return (
+        plan.event_id,
+        key.app_name,
+        key.user_id,
+        key.session_id,
+        plan.invocation_id,
+        plan.timestamp,
+        json.dumps(heal.data, separators=(",", ":")),
     )
 
 
@@ -214,11 +234,8 @@ class AdkSqliteStore(SessionStore):
                 counts = await _session_counts(db, batch)
                 live, results = checked(batch, counts)
                 heals = [(planned.key, heal) for planned in live for heal in planned.heals]
-                written = await insert_sqlite_events(db, [
-                    sqlite_event_row(heal.event, app_name=key.app_name, user_id=key.user_id,
-                                     session_id=key.session_id)
-                    for key, heal in heals
-                ])
+                written = await insert_sqlite_events(
+                    db, [sqlite_heal_row(key, heal) for key, heal in heals])
                 if ledger:
                     await insert_sqlite_ledger_rows(db, [
                         ledger_row(heal.record)

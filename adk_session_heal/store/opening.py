@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from google.adk.sessions import (
     BaseSessionService,
@@ -39,7 +39,9 @@ from .memory import InMemoryStore
 from .sql_tables import SqlTablesStore
 from .urls import StoreUrl, parse_store_url
 
-__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
+__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service", "stores_as_adk_does"]
+
+S = TypeVar("S", bound=BaseSessionService)
 
 SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
@@ -51,22 +53,61 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
     """Returns the adapter that writes heals for a session service.
 
     ADK's own stores get an adapter that writes beside ``append_event`` without
-    bumping the revision; any other service (or a database service on the
-    legacy schema) is written through ``append_event`` on ``session``.
+    bumping the revision. A direct writer is chosen only for a class known to
+    store rows exactly as ADK does: ADK's class itself, or a subclass that
+    overrides nothing but ``__init__`` (:func:`stores_as_adk_does`). Any other
+    service (a subclass that encrypts, compresses or moves rows, a database
+    service on the legacy schema, a third-party store) is written through its
+    own ``append_event`` on ``session``.
 
     Args:
         service: The (inner) session service.
         session: The caller's session object, for the ``append_event`` fallback.
     """
-    if isinstance(service, DatabaseSessionService):
+    if stores_as_adk_does(service, DatabaseSessionService):
         if getattr(service, "_db_schema_version", None) == SUPPORTED_SCHEMA_VERSION:
             return SqlTablesStore(service.db_engine)
         return AppendStore(service, session)
-    if isinstance(service, SqliteSessionService):
+    if stores_as_adk_does(service, SqliteSessionService):
         return AdkSqliteStore.from_service(service)
-    if isinstance(service, InMemorySessionService):
+    if stores_as_adk_does(service, InMemorySessionService):
         return InMemoryStore(service)
     return AppendStore(service, session)
+
+
+def stores_as_adk_does(service: BaseSessionService, adk_class: type[S]) -> TypeGuard[S]:
+    """Whether ``service`` is ``adk_class`` or a subclass that changes nothing it stores.
+
+    Every attribute a subclass defines that ``adk_class`` also has must be
+    ``__init__`` or a dunder the class machinery sets: overriding any method
+    (``append_event``, ``get_session``, a private helper) may change how rows
+    are written or read, so such a service is only written through its own API.
+
+    Args:
+        service: The session service.
+        adk_class: One of ADK's own session services.
+    """
+    cls = type(service)
+    if not issubclass(cls, adk_class):
+        return False
+    for klass in cls.__mro__:
+        if klass is adk_class:
+            return True
+        for name, value in vars(klass).items():
+            if name == "__init__" or not hasattr(adk_class, name):
+                continue
+            if name.startswith("__") and name.endswith("__") and not callable(value):
+                continue
+            if name in _CLASS_MACHINERY:
+                continue
+            return False
+    return True  # pragma: no cover - adk_class is always in the MRO of its subclass
+
+
+_CLASS_MACHINERY = frozenset({
+    "__init_subclass__", "__subclasshook__", "__class_getitem__", "_abc_impl",
+})
+"""Attributes Python's class and ABC machinery sets on every subclass."""
 
 
 def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str | None) -> None:

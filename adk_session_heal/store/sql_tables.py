@@ -16,19 +16,21 @@ engine) and by scan / repair (over an engine opened from a URL):
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from google.adk.events.event import Event
-from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
 from google.adk.sessions.schemas.v1 import StorageEvent
 from sqlalchemy import String, Table, bindparam, func, literal, null, select, text, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..adk_compat import timestamp_to_column
 from ..errors import LedgerError, StoreError
-from ..healing import SessionHeals
+from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     Layout,
@@ -51,6 +53,7 @@ __all__ = [
     "DATABASE_EVENTS_TABLE",
     "SqlTablesStore",
     "database_event_row",
+    "heal_row",
     "insert_database_events",
     "insert_database_events_batch",
 ]
@@ -64,10 +67,12 @@ _EVENTS = DATABASE_EVENTS_TABLE
 def database_event_row(
     event: Event, *, app_name: str, user_id: str, session_id: str
 ) -> dict[str, Any]:
-    """Returns the ``events`` row ``DatabaseSessionService`` would store for ``event``.
+    """Returns the ``events`` row the installed ``DatabaseSessionService`` stores for ``event``.
 
-    The ``timestamp`` column and the JSON ``timestamp`` hold the same instant:
-    ADK reads the JSON one but orders by the column.
+    The ``timestamp`` column and the JSON ``timestamp`` hold the same instant,
+    in the installed ADK's convention (naive local time up to 2.6, naive UTC
+    from 2.7): ADK 2.7+ reads the JSON one, earlier ones the column, and all
+    order by the column.
     """
     return {
         "id": event.id,
@@ -75,8 +80,40 @@ def database_event_row(
         "user_id": user_id,
         "session_id": session_id,
         "invocation_id": event.invocation_id,
-        "timestamp": timestamp_to_utc_datetime(event.timestamp),
+        "timestamp": timestamp_to_column(event.timestamp),
         "event_data": event.model_dump(exclude_none=True, mode="json"),
+    }
+
+
+def heal_row(key: SessionKey, heal: Heal, call_column: datetime.datetime | None) -> dict[str, Any]:
+    """Returns the ``events`` row of a heal, placed right after its call row.
+
+    The ``timestamp`` column is the call row's own value plus the heal's
+    distance from the call, whichever convention (local or UTC, see
+    :mod:`~adk_session_heal.adk_compat`) and zone the call's writer used, so
+    the heal sorts right after its call for every reader, under any ``TZ``.
+
+    Args:
+        key: The heal's session.
+        heal: The heal.
+        call_column: The call row's ``timestamp`` column as stored, or ``None``
+            when the call row was not found (the installed ADK's convention
+            is used then).
+    """
+    plan = heal.plan
+    if call_column is None:
+        column = timestamp_to_column(plan.timestamp)
+    else:
+        after = round((plan.timestamp - plan.call_timestamp) * 1_000_000)
+        column = call_column.replace(tzinfo=None) + datetime.timedelta(microseconds=after)
+    return {
+        "id": plan.event_id,
+        "app_name": key.app_name,
+        "user_id": key.user_id,
+        "session_id": key.session_id,
+        "invocation_id": plan.invocation_id,
+        "timestamp": column,
+        "event_data": heal.data,
     }
 
 
@@ -128,30 +165,46 @@ async def insert_database_events_batch(
     return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
 
 
-_PG_SESSION_COUNTS = text("""
+_PG_RECHECK = text("""
+SELECT app_name, user_id, session_id, 0 AS events, id, timestamp FROM events
+WHERE id = ANY(:ids) AND session_id = ANY(:all_sids)
+UNION ALL
 SELECT k.app, k.usr, k.sid,
   (SELECT count(*) FROM events e
-    WHERE e.app_name = k.app AND e.user_id = k.usr AND e.session_id = k.sid) AS events,
-  NULL AS id
+    WHERE e.app_name = k.app AND e.user_id = k.usr AND e.session_id = k.sid),
+  NULL, NULL
 FROM unnest(:apps, :users, :sids) AS k(app, usr, sid)
-UNION ALL
-SELECT app_name, user_id, session_id, 0, id FROM events
-WHERE id = ANY(:ids) AND session_id = ANY(:sids)
-""").bindparams(
-    *(bindparam(name, type_=ARRAY(String)) for name in ("apps", "users", "sids", "ids"))
-)
-"""PostgreSQL's re-count: one index range per session (5x faster than ``IN`` lists there)."""
+""").bindparams(*(
+    bindparam(name, type_=ARRAY(String))
+    for name in ("apps", "users", "sids", "ids", "all_sids")
+))
+"""PostgreSQL's re-check: one index range per session (5x faster than ``IN`` lists there)."""
 
 
-async def session_counts(
-    conn: AsyncConnection, batch: Sequence[SessionHeals]
-) -> dict[SessionKey, int]:
-    """Counts each re-checked session's events now, in one statement of ``conn``'s transaction.
+@dataclass(frozen=True, slots=True)
+class Recheck:
+    """What a write transaction reads before it inserts.
 
-    A planned heal already stored (written by a racing healer) is not counted:
-    the session is as planned, and the insert will find the heal present. One
-    statement, so both parts see the same snapshot. Rows of other sessions a
-    filter lets through are ignored here.
+    Attributes:
+        counts: Each re-checked session's events now, less its planned heals
+            already stored (see :func:`~adk_session_heal.store.base.discount_planned`).
+        call_columns: The stored ``timestamp`` column of each planned heal's
+            call row, by session and call event id.
+    """
+
+    counts: dict[SessionKey, int]
+    call_columns: dict[tuple[SessionKey, str], datetime.datetime]
+
+
+async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Recheck:
+    """Reads, in one statement of ``conn``'s transaction, what the write decides on.
+
+    Counts each re-checked session's events (a planned heal already stored,
+    written by a racing healer, is not counted: the session is as planned, and
+    the insert will find the heal present) and reads each call row's
+    ``timestamp`` column, so the heal is placed relative to it. One statement,
+    so all parts see the same snapshot. Rows of other sessions a filter lets
+    through are ignored.
 
     PostgreSQL applies an ``IN`` list on ``session_id`` as a filter over the
     app and user's whole index range (every event of the app, measured), so
@@ -159,37 +212,51 @@ async def session_counts(
     lists, which SQLite and MySQL serve from the index.
     """
     checking = [s for s in batch if s.seen_events is not None]
-    if not checking:
-        return {}
-    planned_ids = sorted({heal.event_id for s in checking for heal in s.heals})
+    heal_ids = {(s.key, heal.event_id) for s in batch for heal in s.heals}
+    call_ids = {(s.key, heal.plan.call_event_id) for s in batch for heal in s.heals}
+    ids = sorted({event_id for _, event_id in heal_ids | call_ids})
     if conn.dialect.name == "postgresql":
-        rows = await conn.execute(_PG_SESSION_COUNTS, {
+        rows = await conn.execute(_PG_RECHECK, {
             "apps": [s.key.app_name for s in checking],
             "users": [s.key.user_id for s in checking],
             "sids": [s.key.session_id for s in checking],
-            "ids": planned_ids,
+            "ids": ids,
+            "all_sids": sorted({s.key.session_id for s in batch}),
         })
     else:
         columns = (_EVENTS.c.app_name, _EVENTS.c.user_id, _EVENTS.c.session_id)
-        near = (
-            _EVENTS.c.session_id.in_({s.key.session_id for s in checking}),
-            _EVENTS.c.app_name.in_({s.key.app_name for s in checking}),
-            _EVENTS.c.user_id.in_({s.key.user_id for s in checking}),
-        )
-        rows = await conn.execute(union_all(
-            select(*columns, func.count().label("events"), null().label("id"))
-            .where(*near).group_by(*columns),
-            select(*columns, literal(0).label("events"), _EVENTS.c.id)
-            .where(*near, _EVENTS.c.id.in_(planned_ids)),
-        ))
+
+        def near(sessions: Sequence[SessionHeals]) -> tuple[Any, ...]:
+            return (
+                _EVENTS.c.session_id.in_({s.key.session_id for s in sessions}),
+                _EVENTS.c.app_name.in_({s.key.app_name for s in sessions}),
+                _EVENTS.c.user_id.in_({s.key.user_id for s in sessions}),
+            )
+
+        # The row-reading part comes first: a UNION takes its result types
+        # (here: the timestamp column's) from its first SELECT.
+        by_id = select(*columns, literal(0).label("events"), _EVENTS.c.id,
+                       _EVENTS.c.timestamp).where(*near(batch), _EVENTS.c.id.in_(ids))
+        statement: Any = by_id
+        if checking:
+            statement = union_all(by_id, select(
+                *columns, func.count().label("events"), null().label("id"),
+                null().label("timestamp"),
+            ).where(*near(checking)).group_by(*columns))
+        rows = await conn.execute(statement)
     counts: dict[SessionKey, int] = {}
     present: list[tuple[str, str, str, str]] = []
-    for app, user, session, events, event_id in rows:
+    call_columns: dict[tuple[SessionKey, str], datetime.datetime] = {}
+    for app, user, session, events, event_id, column in rows:
+        key = SessionKey(app, user, session)
         if event_id is None:
-            counts[SessionKey(app, user, session)] = int(events)
-        else:
+            counts[key] = int(events)
+            continue
+        if (key, event_id) in heal_ids:
             present.append((app, user, session, event_id))
-    return discount_planned(checking, counts, present)
+        if (key, event_id) in call_ids and isinstance(column, datetime.datetime):
+            call_columns[(key, event_id)] = column
+    return Recheck(discount_planned(checking, counts, present), call_columns)
 
 
 class SqlTablesStore(SessionStore):
@@ -260,12 +327,11 @@ class SqlTablesStore(SessionStore):
         try:
             async with self.engine.begin() as conn:
                 await prepare_write(conn)
-                counts = await session_counts(conn, batch)
-                live, results = checked(batch, counts)
+                found = await recheck(conn, batch)
+                live, results = checked(batch, found.counts)
                 heals = [(planned.key, heal) for planned in live for heal in planned.heals]
                 rows = [
-                    database_event_row(heal.event, app_name=key.app_name, user_id=key.user_id,
-                                       session_id=key.session_id)
+                    heal_row(key, heal, found.call_columns.get((key, heal.plan.call_event_id)))
                     for key, heal in heals
                 ]
                 written = await insert_database_events_batch(conn, rows)

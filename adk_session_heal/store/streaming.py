@@ -20,11 +20,11 @@ from datetime import datetime
 from typing import Any
 
 import aiosqlite
-from google.adk.sessions.schemas.shared import utc_datetime_to_timestamp
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..adk_compat import column_to_timestamp
 from ..session_key import SessionKey
 from .base import StoredSession
 from .driver_errors import translate_error
@@ -56,7 +56,7 @@ def _column_timestamp(value: Any) -> float:
         return float(value)
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return utc_datetime_to_timestamp(value)
+    return column_to_timestamp(value)
 
 
 async def grouped_sessions(

@@ -134,7 +134,7 @@ def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str
             )
         raise UnsupportedStoreError(
             f"{url} has ADK session schema version {version!r}; this release reads schema "
-            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 2.13): use a release of "
+            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 1.22 and later): use a release of "
             "adk-session-heal made for that ADK version"
         )
 

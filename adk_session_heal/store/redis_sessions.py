@@ -443,6 +443,13 @@ class RedisStore(SessionStore):
             await _close_client(self._client())
 
 
+def _bad_option(url: StoreUrl, exc: Exception) -> UnsupportedStoreError:
+    return UnsupportedStoreError(
+        f"cannot use {url}: {url.scrub(str(exc))} (check the URL's options: redis-py's "
+        "connection options, and key_prefix)"
+    )
+
+
 async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
     """Connects to the Redis server a URL names.
 
@@ -456,7 +463,7 @@ async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
     try:
         client = redis_asyncio.from_url(url.redis_url(), decode_responses=True)
     except (ValueError, TypeError) as exc:
-        raise UnsupportedStoreError(f"cannot use {url}: {url.scrub(str(exc))}") from exc
+        raise _bad_option(url, exc) from exc
     try:
         await client.ping()
         if writable:
@@ -470,6 +477,9 @@ async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
     except (RedisError, OSError) as exc:
         await _close_client(client)
         raise translate_error(exc, url, "connect to") from exc
+    except (ValueError, TypeError) as exc:  # an option redis-py's connection refuses
+        await _close_client(client)
+        raise _bad_option(url, exc) from exc
     except BaseException:
         await _close_client(client)
         raise

@@ -118,6 +118,22 @@ async def test_wrapper_heals_once_and_adk_reads_the_heal_after_its_call(
     assert not classify(events, now=time.time()).needs_healing
 
 
+async def test_a_client_that_returns_bytes_heals_the_same(prefix: str) -> None:
+    """A service given its own client without decode_responses is healed alike."""
+    client = redis_asyncio.from_url(REDIS_URL)
+    try:
+        service = RedisSessionService(RedisSessionServiceConfig(key_prefix=prefix),
+                                      redis_client=client)
+        session = await store_crashed(service, crashed_history())
+        healed = await HealingSessionService(service).get_session(
+            app_name=APP, user_id=USER, session_id=session.id)
+        assert healed is not None
+        assert [e.id for e in await stored(service, session.id)] == [
+            "e-0001", "e-0002", "e-0002-heal", "e-0003"]
+    finally:
+        await client.aclose()
+
+
 async def test_adk_appends_after_a_heal_keep_it(services: ServiceMaker) -> None:
     """ADK's own append_event works after a heal, from a view loaded before it too."""
     session = await store_crashed(services(), crashed_history())

@@ -8,6 +8,7 @@ whose keys and heal-ledger hash are deleted after it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -370,8 +371,17 @@ async def test_a_kill_inside_the_transaction_leaves_neither_heal_nor_record(
     key = session_key(prefix, "dead")
     before = await raw.get(key)
     command = [sys.executable, str(TESTS / "redis_kill_between.py"), store_url(prefix)]
-    killed = subprocess.run([*command, "--kill"], capture_output=True, timeout=120)
-    assert killed.returncode == 9, killed.stderr.decode()[-2000:]
+    killed = await asyncio.create_subprocess_exec(*command, "--kill",
+                                                  stderr=asyncio.subprocess.PIPE)
+    queued: set[str] = set()  # what the server holds in the dying client's MULTI
+    deadline = time.monotonic() + 120
+    while killed.returncode is None and time.monotonic() < deadline:
+        queued.update(c["multi"] for c in await raw.client_list() if c.get("multi", "-1") != "-1")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(killed.wait(), 0.01)
+    _, stderr = await killed.communicate()
+    assert killed.returncode == 9, stderr.decode()[-2000:]
+    assert "2" in queued  # the session's SET and the ledger's HSETNX reached the server
     assert await raw.get(key) == before
     assert await raw.hlen(f"adk_session_heal:ledger:{prefix}") == 0
     finished = subprocess.run(command, capture_output=True, timeout=120)

@@ -2,9 +2,10 @@
 
 A *layout* is one way ADK keeps sessions: ``DatabaseSessionService``'s tables
 (SQLite, PostgreSQL, MySQL/MariaDB), ADK's own ``SqliteSessionService`` file,
-``InMemorySessionService``'s dictionaries, or, for any other service, nothing
-but its public ``append_event``. Each layout has exactly one adapter, a
-:class:`SessionStore`, and the wrapper and repair write through the same one:
+``InMemorySessionService``'s dictionaries, ``RedisSessionService``'s keys, or,
+for any other service, nothing but its public ``append_event``. Each layout
+has exactly one adapter, a :class:`SessionStore`, and the wrapper and repair
+write through the same one:
 
 * :meth:`SessionStore.stream_sessions` yields each session's stored events as
   plain JSON dicts, oldest first, as that layout's ADK reader orders them;
@@ -52,6 +53,8 @@ class Layout(str, enum.Enum):
     """ADK's own ``SqliteSessionService``."""
     IN_MEMORY = "in_memory"
     """``InMemorySessionService``'s dictionaries."""
+    REDIS = "redis"
+    """ADK's ``RedisSessionService``: one JSON string per session."""
     APPEND = "append"
     """Any other service: written through its ``append_event`` only."""
 

@@ -9,6 +9,8 @@ A URL's layout is read from the database before anything else is done with it:
   and an index, after which ADK's SQLite service can no longer use it).
 * ``events`` with an ``actions`` column and no ``event_data``: ADK's legacy
   pickled "v0" schema, refused with the command that migrates it.
+* ``redis://`` or ``rediss://``: ADK's ``RedisSessionService`` keys (the
+  ``redis`` package is imported only then).
 
 A session service's adapter is chosen by its class (:func:`store_for_service`).
 """
@@ -36,6 +38,7 @@ from .append import AppendStore
 from .base import Layout, SessionStore
 from .driver_errors import translate_error
 from .memory import InMemoryStore
+from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
 from .urls import StoreUrl, parse_store_url
 
@@ -72,6 +75,8 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
         return AdkSqliteStore.from_service(service)
     if stores_as_adk_does(service, InMemorySessionService):
         return InMemoryStore(service)
+    if stores_like_adk_redis(service):
+        return RedisStore.from_service(service)
     return AppendStore(service, session)
 
 
@@ -196,11 +201,13 @@ async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionS
 
     Raises:
         UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
-            unknown schema.
+            unknown schema, no ``redis`` package for a Redis URL.
         ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
         StoreError: The database could not be reached.
     """
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    if store_url.backend == "redis":
+        return await open_redis_store(store_url, writable=writable)
     if writable and store_url.read_only:
         raise ReadOnlyStoreError(
             f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "

@@ -59,10 +59,12 @@ from .base import (
     WriteResult,
     checked,
     discount_planned,
+    stores_as_adk_does,
 )
 from .driver_errors import translate_error
 from .ledger_table import ledger_row, record_from_row
 from .migrations import head_revision
+from .redis_values import parse_session_value, with_heals
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
 __all__ = [
@@ -80,21 +82,9 @@ ADK_REDIS_MODULE = "google.adk.integrations.redis"
 LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
 """The heal ledger's hash is this followed by ADK's key prefix."""
 
-_LAYOUT_METHODS = (
-    "create_session",
-    "get_session",
-    "list_sessions",
-    "append_event",
-    "_session_key",
-    "_get_redis",
-)
-"""What a subclass of ADK's service may not override to keep ADK's layout."""
-
 _CHUNK = 100
 _MAX_ATTEMPTS = 50
 _MIN_SERVER = (6, 0)  # SET ... KEEPTTL
-_DECODER = json.JSONDecoder()
-_WHITESPACE = " \t\n\r"
 
 
 def _redis_asyncio() -> ModuleType:
@@ -119,17 +109,14 @@ def _redis_errors() -> tuple[type[Exception], type[Exception]]:
 def stores_like_adk_redis(service: object) -> bool:
     """Whether ``service`` is ADK's ``RedisSessionService``, storing sessions as ADK does.
 
-    A subclass qualifies only if it overrides none of the methods that read or
-    write sessions, name their keys or make the client. Nothing is imported:
-    a service of that class can only exist once ADK's module is loaded.
+    The same rule as every other layout's (:func:`~adk_session_heal.store.base.stores_as_adk_does`):
+    a subclass qualifies only if it overrides nothing but ``__init__``. Nothing
+    is imported: a service of that class can only exist once ADK's module is
+    loaded.
     """
     module = sys.modules.get(ADK_REDIS_MODULE)
     adk_class = getattr(module, "RedisSessionService", None)
-    if not isinstance(adk_class, type) or not isinstance(service, adk_class):
-        return False
-    mine = type(service)
-    return all(getattr(mine, name, None) is getattr(adk_class, name, None)
-               for name in _LAYOUT_METHODS)
+    return isinstance(adk_class, type) and stores_as_adk_does(service, adk_class)
 
 
 def _text(value: str | bytes | None) -> str | None:
@@ -158,101 +145,6 @@ def _owned(prefix: str, key: str, doc: Any) -> SessionKey | None:
     return found if _session_key(prefix, found) == key else None
 
 
-def _skip_space(raw: str, at: int) -> int:
-    while at < len(raw) and raw[at] in _WHITESPACE:
-        at += 1
-    return at
-
-
-def _expect(raw: str, at: int, char: str) -> int:
-    if raw[at:at + 1] != char:
-        raise ValueError(f"expected {char!r} at {at}")
-    return at + 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Parsed:
-    """A stored session value: its fields, and where its events lie in the text.
-
-    Attributes:
-        doc: The top-level fields other than ``events``.
-        events: The events, as stored.
-        spans: Each event's ``(start, end)`` in the text.
-        array: The ``(start, end)`` of the events array, brackets included.
-    """
-
-    doc: dict[str, Any]
-    events: list[Any]
-    spans: list[tuple[int, int]]
-    array: tuple[int, int]
-
-
-def _parse(raw: str) -> _Parsed:
-    """Decodes a session value once, noting where each event's JSON lies.
-
-    Raises:
-        ValueError: Not a JSON object with an ``events`` array.
-    """
-    doc: dict[str, Any] = {}
-    events: list[Any] = []
-    spans: list[tuple[int, int]] = []
-    array: tuple[int, int] | None = None
-    at = _expect(raw, _skip_space(raw, 0), "{")
-    at = _skip_space(raw, at)
-    if raw[at:at + 1] == "}":
-        raise ValueError("no events")
-    while True:
-        name, at = _DECODER.raw_decode(raw, at)
-        at = _skip_space(raw, _expect(raw, _skip_space(raw, at), ":"))
-        if name == "events":
-            start = at
-            at = _skip_space(raw, _expect(raw, at, "["))
-            events, spans = [], []
-            if raw[at:at + 1] != "]":
-                while True:
-                    event, end = _DECODER.raw_decode(raw, at)
-                    events.append(event)
-                    spans.append((at, end))
-                    at = _skip_space(raw, end)
-                    if raw[at:at + 1] != ",":
-                        break
-                    at = _skip_space(raw, at + 1)
-            at = _expect(raw, at, "]")
-            array = (start, at)
-        else:
-            doc[name], at = _DECODER.raw_decode(raw, at)
-        at = _skip_space(raw, at)
-        if raw[at:at + 1] == "}":
-            break
-        at = _skip_space(raw, _expect(raw, at, ","))
-    if array is None:
-        raise ValueError("no events")
-    return _Parsed(doc, events, spans, array)
-
-
-def _inserted(raw: str, parsed: _Parsed, heals: Sequence[Heal]) -> str:
-    """Returns ``raw`` with each heal's JSON right after its call event's.
-
-    Each heal is serialised as ADK's own ``Session.model_dump_json`` serialises
-    an event (null fields included), so ADK's next write keeps it as it is.
-    Everything outside the events array, and every stored event's text, is kept.
-    """
-    after: dict[int, list[str]] = {}
-    ids = [event.get("id") if isinstance(event, dict) else None for event in parsed.events]
-    for heal in heals:
-        try:
-            index = ids.index(heal.plan.call_event_id)
-        except ValueError:
-            index = len(ids) - 1
-        after.setdefault(index, []).insert(0, heal.event.model_dump_json())
-    parts = list(after.get(-1, []))
-    for index, (start, end) in enumerate(parsed.spans):
-        parts.append(raw[start:end])
-        parts.extend(after.get(index, []))
-    start, end = parsed.array
-    return f"{raw[:start]}[{','.join(parts)}]{raw[end:]}"
-
-
 @dataclass(frozen=True, slots=True)
 class _Decision:
     """What to do with one session as read: the results, and the value to write."""
@@ -267,7 +159,7 @@ def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -
     if raw is None:
         return _Decision([WriteResult(heal, WriteOutcome.GONE) for heal in planned.heals])
     try:
-        parsed = _parse(raw)
+        parsed = parse_session_value(raw)
     except ValueError as exc:
         raise StoreError(f"Redis key {key!r} does not hold an ADK session ({exc})") from exc
     ids = [event.get("id") if isinstance(event, dict) else None for event in parsed.events]
@@ -290,7 +182,7 @@ def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -
             inserted.append(heal)
     if not inserted:
         return _Decision(results)
-    return _Decision(results, _inserted(raw, parsed, inserted), tuple(inserted))
+    return _Decision(results, with_heals(raw, parsed, inserted), tuple(inserted))
 
 
 def _ledger_field(record: HealRecord) -> str:

@@ -20,7 +20,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import temporary_database  # noqa: E402
+from servers import REDIS_URL, temporary_database, temporary_redis_prefix  # noqa: E402
 
 # CI (CI=true, set by the CI runner) replays the same generated examples every run, so a
 # landing never depends on the draw; local runs keep drawing new ones to find new bugs.
@@ -28,7 +28,7 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
 
-STORES = ["memory", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb"]
+STORES = ["memory", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb", "redis"]
 """Every inner session service the contract tests run against."""
 
 ServiceFactory = Callable[[], Awaitable[BaseSessionService]]
@@ -88,6 +88,22 @@ async def store_factory(
         yield factory
         return
 
+    if kind == "redis":
+        from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
+
+        async with temporary_redis_prefix() as prefix:
+            config = RedisSessionServiceConfig(uri=REDIS_URL, key_prefix=prefix)
+
+            async def factory() -> BaseSessionService:
+                service = RedisSessionService(config)
+                opened.append(service)
+                return service
+
+            yield factory
+            for service in opened:
+                await close_redis(service)
+        return
+
     async def make(url: str) -> BaseSessionService:
         service: BaseSessionService
         if kind == "adk_sqlite":
@@ -117,6 +133,13 @@ async def store_factory(
             opened.clear()
     for service in opened:
         await _close(service)
+
+
+async def close_redis(service: BaseSessionService) -> None:
+    """Closes the client a ``RedisSessionService`` opened (ADK's service has no ``close``)."""
+    client = getattr(service, "_redis_client", None)
+    if client is not None:
+        await client.aclose()
 
 
 async def _close(service: BaseSessionService) -> None:

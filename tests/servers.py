@@ -1,8 +1,9 @@
 """Real database servers for tests: availability, per-test databases, the skip rule.
 
-The PostgreSQL (127.0.0.1:5432, user postgres, trust auth) and MariaDB
-(127.0.0.1:3306, user root, empty password) servers are used for real: each
-test that needs one gets a database of its own, created and dropped around it.
+The PostgreSQL (127.0.0.1:5432, user postgres, trust auth), MariaDB
+(127.0.0.1:3306, user root, empty password) and Redis (127.0.0.1:6379) servers
+are used for real: each test that needs one gets a database of its own,
+created and dropped around it (on Redis, a key prefix whose keys are deleted).
 On a machine without a server, those tests skip with a reason, unless
 ``ADK_SESSION_HEAL_REQUIRE_SERVERS=1`` (set by ``.ci/run``), which turns the
 skip into a failure so CI always exercises them.
@@ -22,13 +23,19 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 PG_HOST, PG_PORT = os.environ.get("ADK_HEAL_PG_HOST", "127.0.0.1"), 5432
 MARIADB_HOST, MARIADB_PORT = os.environ.get("ADK_HEAL_MARIADB_HOST", "127.0.0.1"), 3306
+REDIS_HOST, REDIS_PORT = os.environ.get("ADK_HEAL_REDIS_HOST", "127.0.0.1"), 6379
+REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
 REQUIRE_SERVERS = os.environ.get("ADK_SESSION_HEAL_REQUIRE_SERVERS") == "1"
 
 SERVER_BASE_URLS = {
     "postgres": f"postgresql+asyncpg://postgres@{PG_HOST}:{PG_PORT}",
     "mariadb": f"mysql+aiomysql://root@{MARIADB_HOST}:{MARIADB_PORT}",
 }
-_ADDRESSES = {"postgres": (PG_HOST, PG_PORT), "mariadb": (MARIADB_HOST, MARIADB_PORT)}
+_ADDRESSES = {
+    "postgres": (PG_HOST, PG_PORT),
+    "mariadb": (MARIADB_HOST, MARIADB_PORT),
+    "redis": (REDIS_HOST, REDIS_PORT),
+}
 
 
 def server_available(kind: str) -> bool:
@@ -85,3 +92,24 @@ async def temporary_database(kind: str, *, driver: str | None = None) -> AsyncIt
             else:
                 await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
         await admin.dispose()
+
+
+@asynccontextmanager
+async def temporary_redis_prefix() -> AsyncIterator[str]:
+    """Yields a fresh ADK key prefix on the Redis server; deletes its keys after.
+
+    Also deletes the heal ledger's hash for that prefix.
+    """
+    require_server("redis")
+    import redis.asyncio as redis_asyncio
+
+    prefix = f"adk_session_heal_test:{uuid.uuid4().hex[:12]}:"
+    try:
+        yield prefix
+    finally:
+        client = redis_asyncio.from_url(REDIS_URL)
+        try:
+            keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+            await client.delete(f"adk_session_heal:ledger:{prefix}", *keys)
+        finally:
+            await client.aclose()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import pickle
 import pty
 import select
 import sqlite3
@@ -14,6 +16,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -22,7 +25,7 @@ from google.adk.sessions import DatabaseSessionService
 from google.adk.sessions.schemas.v0 import Base as BaseV0
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
-from sqlalchemy import create_engine, text
+from sqlalchemy import LargeBinary, String, bindparam, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
     APP,
@@ -190,23 +193,50 @@ async def test_database_without_adk_tables(postgres_url: str, tmp_path: Path) ->
     assert other.read_bytes() == before
 
 
-@pytest.mark.parametrize("kind", ["db_sqlite", "mariadb"])
+class _Tripwire:
+    """Unpickling this creates a file: proof that a pickled row was (or was not) loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
 async def test_legacy_v0_schema(kind: str, tmp_path: Path) -> None:
-    """ADK's legacy pickled v0 schema is refused with the migration command; nothing written."""
+    """A v0 (pickled) store: scan and repair say so in one line (exit 2); nothing is unpickled."""
+    marker = tmp_path / "unpickled"
     async for store in make_store(kind, tmp_path):
-        if store.sqlite_path is not None:
-            engine = create_engine(f"sqlite:///{store.sqlite_path}")
-            BaseV0.metadata.create_all(engine)
-            engine.dispose()
-        else:
-            async_engine = create_async_engine(store.url)
+        async_engine = create_async_engine(store.url)
+        try:
             async with async_engine.begin() as conn:
                 await conn.run_sync(BaseV0.metadata.create_all)
+                now = datetime.datetime(2023, 11, 14, 22, 13, 20)
+                pickled = pickle.dumps(_Tripwire(marker), protocol=0)
+                await conn.execute(text(
+                    "INSERT INTO sessions (app_name, user_id, id, state, create_time, "
+                    "update_time) VALUES ('app', 'user', 's', '{}', :now, :now)"), {"now": now})
+                await conn.execute(text(
+                    "INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "
+                    "author, actions, timestamp, content) VALUES ('e1', 'app', 'user', 's', "
+                    "'inv', 'assistant', :actions, :now, :content)").bindparams(
+                        bindparam("actions", type_=String if kind == "mariadb" else LargeBinary)
+                    ), {
+                        # Protocol 0 is ASCII; aiomysql cannot bind bytes here.
+                        "actions": pickled.decode() if kind == "mariadb" else pickled,
+                        "now": now,
+                        "content": json.dumps({"role": "model", "parts": [
+                            {"function_call": {"id": "c1", "name": "t", "args": {}}}]}),
+                    })
+        finally:
             await async_engine.dispose()
         before = await snapshot(store)
+        assert_one_line_error(cli("scan", store.url), "legacy v0", "adk migrate session")
         assert_one_line_error(cli("repair", store.url, "--yes"), "legacy v0", "adk migrate")
         assert_one_line_error(cli("db", "upgrade", store.url), "legacy v0")
         assert await snapshot(store) == before
+        assert not marker.exists()
 
 
 async def test_unknown_schema_version(tmp_path: Path) -> None:

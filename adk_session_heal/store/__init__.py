@@ -1,12 +1,14 @@
-"""Storage access: the only package that talks SQL, aiosqlite or ADK storage internals.
+"""Storage access: the only package that talks SQL, aiosqlite, Redis or ADK storage internals.
 
 One adapter per store layout, each a :class:`SessionStore` (read sessions as
 raw rows, write a plan): :mod:`.sql_tables` (``DatabaseSessionService``),
 :mod:`.adk_sqlite` (ADK's ``SqliteSessionService``), :mod:`.memory`
-(``InMemorySessionService``) and :mod:`.append` (any other service, through
-``append_event``). :func:`open_store` picks the adapter for a URL,
-:func:`store_for_service` the one for a session service; the wrapper and
-repair write through the same adapters.
+(``InMemorySessionService``), :mod:`.redis_sessions` (ADK's
+``RedisSessionService``; ``redis`` is imported only when used) and
+:mod:`.append` (any other service, through ``append_event``).
+:func:`open_store` picks the adapter for a URL, :func:`store_for_service` the
+one for a session service; the wrapper and repair write through the same
+adapters.
 """
 
 from __future__ import annotations

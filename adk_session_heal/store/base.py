@@ -2,9 +2,10 @@
 
 A *layout* is one way ADK keeps sessions: ``DatabaseSessionService``'s tables
 (SQLite, PostgreSQL, MySQL/MariaDB), ADK's own ``SqliteSessionService`` file,
-``InMemorySessionService``'s dictionaries, or, for any other service, nothing
-but its public ``append_event``. Each layout has exactly one adapter, a
-:class:`SessionStore`, and the wrapper and repair write through the same one:
+``InMemorySessionService``'s dictionaries, ``RedisSessionService``'s keys, or,
+for any other service, nothing but its public ``append_event``. Each layout
+has exactly one adapter, a :class:`SessionStore`, and the wrapper and repair
+write through the same one:
 
 * :meth:`SessionStore.stream_sessions` yields each session's stored events as
   plain JSON dicts, oldest first, as that layout's ADK reader orders them;
@@ -21,9 +22,10 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from google.adk.events.event import Event
+from google.adk.sessions import BaseSessionService
 
 from ..errors import UnsupportedStoreError
 from ..healing import Heal, SessionHeals
@@ -40,6 +42,7 @@ __all__ = [
     "checked",
     "discount_planned",
     "outcomes",
+    "stores_as_adk_does",
 ]
 
 
@@ -52,6 +55,8 @@ class Layout(str, enum.Enum):
     """ADK's own ``SqliteSessionService``."""
     IN_MEMORY = "in_memory"
     """``InMemorySessionService``'s dictionaries."""
+    REDIS = "redis"
+    """ADK's ``RedisSessionService``: one JSON string per session."""
     APPEND = "append"
     """Any other service: written through its ``append_event`` only."""
 
@@ -247,3 +252,41 @@ def outcomes(
         outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
         results[id(heal)] = WriteResult(heal, outcome, stored.get(heal.event_id))
     return [results[id(heal)] for planned in batch for heal in planned.heals]
+
+
+S = TypeVar("S", bound=BaseSessionService)
+
+
+def stores_as_adk_does(service: object, adk_class: type[S]) -> TypeGuard[S]:
+    """Whether ``service`` is ``adk_class`` or a subclass that changes nothing it stores.
+
+    Every attribute a subclass defines that ``adk_class`` also has must be
+    ``__init__`` or a dunder the class machinery sets: overriding any method
+    (``append_event``, ``get_session``, a private helper) may change how rows
+    are written or read, so such a service is only written through its own API.
+
+    Args:
+        service: The session service.
+        adk_class: One of ADK's own session services.
+    """
+    cls = type(service)
+    if not issubclass(cls, adk_class):
+        return False
+    for klass in cls.__mro__:
+        if klass is adk_class:
+            return True
+        for name, value in vars(klass).items():
+            if name == "__init__" or not hasattr(adk_class, name):
+                continue
+            if name.startswith("__") and name.endswith("__") and not callable(value):
+                continue
+            if name in _CLASS_MACHINERY:
+                continue
+            return False
+    return True  # pragma: no cover - adk_class is always in the MRO of its subclass
+
+
+_CLASS_MACHINERY = frozenset({
+    "__init_subclass__", "__subclasshook__", "__class_getitem__", "_abc_impl",
+})
+"""Attributes Python's class and ABC machinery sets on every subclass."""

@@ -9,6 +9,8 @@ A URL's layout is read from the database before anything else is done with it:
   and an index, after which ADK's SQLite service can no longer use it).
 * ``events`` with an ``actions`` column and no ``event_data``: ADK's legacy
   pickled "v0" schema, refused with the command that migrates it.
+* ``redis://`` or ``rediss://``: ADK's ``RedisSessionService`` keys (the
+  ``redis`` package is imported only then).
 
 A session service's adapter is chosen by its class (:func:`store_for_service`).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from typing import Any, TypeGuard, TypeVar
+from typing import Any
 
 from google.adk.sessions import (
     BaseSessionService,
@@ -33,15 +35,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .adk_sqlite import AdkSqliteStore
 from .append import AppendStore
-from .base import Layout, SessionStore
+from .base import Layout, SessionStore, stores_as_adk_does
 from .driver_errors import translate_error
 from .memory import InMemoryStore
+from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
 from .urls import StoreUrl, parse_store_url
 
-__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service", "stores_as_adk_does"]
-
-S = TypeVar("S", bound=BaseSessionService)
+__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
 
 SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
@@ -72,42 +73,11 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
         return AdkSqliteStore.from_service(service)
     if stores_as_adk_does(service, InMemorySessionService):
         return InMemoryStore(service)
+    if stores_like_adk_redis(service):
+        return RedisStore.from_service(service)
     return AppendStore(service, session)
 
 
-def stores_as_adk_does(service: BaseSessionService, adk_class: type[S]) -> TypeGuard[S]:
-    """Whether ``service`` is ``adk_class`` or a subclass that changes nothing it stores.
-
-    Every attribute a subclass defines that ``adk_class`` also has must be
-    ``__init__`` or a dunder the class machinery sets: overriding any method
-    (``append_event``, ``get_session``, a private helper) may change how rows
-    are written or read, so such a service is only written through its own API.
-
-    Args:
-        service: The session service.
-        adk_class: One of ADK's own session services.
-    """
-    cls = type(service)
-    if not issubclass(cls, adk_class):
-        return False
-    for klass in cls.__mro__:
-        if klass is adk_class:
-            return True
-        for name, value in vars(klass).items():
-            if name == "__init__" or not hasattr(adk_class, name):
-                continue
-            if name.startswith("__") and name.endswith("__") and not callable(value):
-                continue
-            if name in _CLASS_MACHINERY:
-                continue
-            return False
-    return True  # pragma: no cover - adk_class is always in the MRO of its subclass
-
-
-_CLASS_MACHINERY = frozenset({
-    "__init_subclass__", "__subclasshook__", "__class_getitem__", "_abc_impl",
-})
-"""Attributes Python's class and ABC machinery sets on every subclass."""
 
 
 def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str | None) -> None:
@@ -134,7 +104,7 @@ def _bad_schema(url: StoreUrl, tables: set[str], columns: set[str], version: str
             )
         raise UnsupportedStoreError(
             f"{url} has ADK session schema version {version!r}; this release reads schema "
-            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 2.13): use a release of "
+            f"{SUPPORTED_SCHEMA_VERSION!r} (google-adk 1.22 and later): use a release of "
             "adk-session-heal made for that ADK version"
         )
 
@@ -196,11 +166,13 @@ async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionS
 
     Raises:
         UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
-            unknown schema.
+            unknown schema, no ``redis`` package for a Redis URL.
         ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
         StoreError: The database could not be reached.
     """
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    if store_url.backend == "redis":
+        return await open_redis_store(store_url, writable=writable)
     if writable and store_url.read_only:
         raise ReadOnlyStoreError(
             f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "

@@ -32,11 +32,12 @@ from sqlalchemy.exc import ArgumentError
 
 from ..errors import UnsupportedStoreError
 
-__all__ = ["EXAMPLE_URLS", "StoreUrl", "parse_store_url", "redact_url"]
+__all__ = ["EXAMPLE_URLS", "REDIS_KEY_PREFIX", "StoreUrl", "parse_store_url", "redact_url"]
 
 EXAMPLE_URLS = (
     "sqlite:///.adk/session.db, sqlite+aiosqlite:///sessions.db, "
-    "postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db"
+    "postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db, "
+    "redis://host:6379/0"
 )
 """Shown in errors about the URL form."""
 
@@ -46,6 +47,10 @@ _ASYNC_DRIVERS = {
     "mysql": ("aiomysql", "asyncmy"),
     "mariadb": ("asyncmy", "aiomysql"),
 }
+_REDIS_SCHEMES = ("redis", "rediss")
+REDIS_KEY_PREFIX = "adk:session:"
+"""``RedisSessionServiceConfig.key_prefix``'s default: where ADK keeps sessions."""
+_KEY_PREFIX_QUERY = "key_prefix"
 _USERINFO = re.compile(r"(?P<scheme>[^:/?#]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
 
 
@@ -65,7 +70,7 @@ class StoreUrl:
     """A checked session-store URL.
 
     Attributes:
-        backend: ``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``.
+        backend: ``"sqlite"``, ``"postgresql"``, ``"mysql"``, ``"mariadb"`` or ``"redis"``.
         sqlite_path: The SQLite file (``None`` for servers).
         read_only: The URL asked for read-only access (``?mode=ro``).
         adk_sqlite_scheme: The URL was ``sqlite://`` (ADK's ``SqliteSessionService``).
@@ -96,7 +101,17 @@ class StoreUrl:
         For SQLite, the file is opened through a ``file:`` URI with
         ``mode=ro`` (or ``mode=rw`` when ``writable``), so connecting never
         creates a missing file.
+
+        Raises:
+            UnsupportedStoreError: A Redis URL (it has no SQL tables: its heal
+                ledger lives in Redis and needs no ``db upgrade``).
         """
+        if self.backend == "redis":
+            raise UnsupportedStoreError(
+                f"{self} is a Redis session store: it has no SQL tables, and its heal ledger "
+                "is a Redis hash that needs no `db upgrade` (read it with "
+                "adk_session_heal.store.redis_sessions.RedisHealLedger)"
+            )
         if self.sqlite_path is None:
             return self._async_url
         return make_url("sqlite+aiosqlite:///").set(
@@ -108,6 +123,17 @@ class StoreUrl:
         assert self.sqlite_path is not None
         mode = "rw" if writable and not self.read_only else "ro"
         return f"{self.sqlite_path.resolve().as_uri()}?mode={mode}"
+
+    @property
+    def redis_key_prefix(self) -> str:
+        """The ADK key prefix a Redis URL names (``?key_prefix=``, default ``adk:session:``)."""
+        value = self._async_url.query.get(_KEY_PREFIX_QUERY, REDIS_KEY_PREFIX)
+        return value if isinstance(value, str) else value[-1]
+
+    def redis_url(self) -> str:
+        """Returns the URL to hand redis-py: password in clear, so never print it."""
+        connect = self._async_url.difference_update_query([_KEY_PREFIX_QUERY])
+        return connect.render_as_string(hide_password=False)
 
     def scrub(self, text: str) -> str:
         """Returns ``text`` with this URL's password (if any) masked."""
@@ -144,10 +170,12 @@ def parse_store_url(url: str) -> StoreUrl:
         ) from exc
     backend = parsed.get_backend_name()
     driver = parsed.drivername.partition("+")[2]
+    if backend in _REDIS_SCHEMES:
+        return _parse_redis(parsed, driver, redacted)
     if backend not in _ASYNC_DRIVERS:
         raise UnsupportedStoreError(
-            f"unsupported URL scheme {parsed.drivername!r}: the CLI reads ADK's SQL session "
-            f"stores ({EXAMPLE_URLS}); for other session services use "
+            f"unsupported URL scheme {parsed.drivername!r}: the CLI reads ADK's SQL and Redis "
+            f"session stores ({EXAMPLE_URLS}); for other session services use "
             "adk_session_heal.repair.scan_service()"
         )
     if backend == "sqlite":
@@ -189,3 +217,17 @@ def _parse_sqlite(parsed: URL, driver: str, redacted: str) -> StoreUrl:
             "sqlite:///x.db is relative to the current directory, sqlite:////abs/x.db absolute"
         )
     return StoreUrl("sqlite", path, read_only, adk_scheme, redacted, parsed)
+
+
+def _parse_redis(parsed: URL, driver: str, redacted: str) -> StoreUrl:
+    if driver:
+        raise UnsupportedStoreError(
+            f"{redacted!r} names a driver ({driver!r}) after the Redis scheme: use "
+            f"{parsed.get_backend_name()}://host:port/db"
+        )
+    if parsed.database and not parsed.database.isdigit():
+        raise UnsupportedStoreError(
+            f"{redacted!r} names database {parsed.database!r}: a Redis URL ends in a "
+            "database number, as in redis://host:6379/0"
+        )
+    return StoreUrl("redis", None, False, False, redacted, parsed)

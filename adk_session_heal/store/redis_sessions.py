@@ -1,0 +1,448 @@
+"""ADK's ``RedisSessionService`` layout: one JSON string per session, healed in WATCH/MULTI.
+
+The layout (google-adk 2.7 and later, ``google.adk.integrations.redis``; the
+``redis`` package comes with ``google-adk[redis]`` or ``adk-session-heal[redis]``):
+
+* ``{key_prefix}{app}:{user}:{session id}`` is a STRING holding the whole
+  session, ``Session.model_dump_json()``: session-scoped state, every event
+  (null fields included), ``last_update_time``. ADK reads the events in the
+  order the list holds them. Each ADK write sets the key's TTL to
+  ``ttl_seconds`` (7 days by default; ``0``: none).
+* ``{key_prefix}app_state:{app}`` and ``{key_prefix}user_state:{app}:{user}``
+  hold app and user state. They match the session key pattern too, so, as in
+  ADK's ``list_sessions``, a key counts as a session only when its value is one
+  whose app, user and id name that very key.
+
+A write, per session: WATCH the key, GET it, re-count its events (less the
+planned heals already there) and skip the session if it moved, then insert
+each missing heal's JSON right after its call event's and SET the value back
+with ``KEEPTTL`` in MULTI/EXEC, the heals' ledger records (``HSETNX``) in the
+same EXEC. Every other byte of the value is kept, ``last_update_time``
+included. If anyone wrote the key in between, EXEC fails (``WatchError``) and
+the session is read and decided again, so concurrent healers store one heal.
+
+ADK's own ``append_event`` checks no revision on Redis. From 2.12 it reloads
+the stored session inside its own WATCH transaction and appends to what it
+finds, so a heal stays whoever holds the session. ADK 2.7 to 2.11 SET the
+caller's own event list instead: a process that loaded the session before a
+heal overwrites the heal (and any other write made since) with its next
+append; the next read plans the same heal id again.
+
+The heal ledger is a hash beside ADK's keys, ``adk_session_heal:ledger:{key
+prefix}`` (outside the prefix, so ADK's scans never read it): one field per
+heal, ``[app, user, session, synthetic event id]`` as JSON, holding the
+ledger row as JSON. It needs no migration. :class:`RedisHealLedger` records
+into it (the wrapper's ``ledger=``) and reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from google.adk.events.event import Event
+
+from ..errors import StoreError, UnsupportedStoreError
+from ..heal_record import HealRecord
+from ..healing import Heal, SessionHeals
+from ..session_key import SessionKey
+from .base import (
+    Layout,
+    SessionFilter,
+    SessionStore,
+    StoredSession,
+    WriteOutcome,
+    WriteResult,
+    checked,
+    discount_planned,
+    stores_as_adk_does,
+)
+from .driver_errors import translate_error
+from .ledger_table import ledger_row, record_from_row
+from .migrations import head_revision
+from .redis_values import parse_session_value, with_heals
+from .urls import REDIS_KEY_PREFIX, StoreUrl
+
+__all__ = [
+    "ADK_REDIS_MODULE",
+    "LEDGER_KEY_PREFIX",
+    "RedisHealLedger",
+    "RedisStore",
+    "open_redis_store",
+    "stores_like_adk_redis",
+]
+
+ADK_REDIS_MODULE = "google.adk.integrations.redis"
+"""Where ADK (2.7+) keeps ``RedisSessionService``."""
+
+LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
+"""The heal ledger's hash is this followed by ADK's key prefix."""
+
+_CHUNK = 100
+_MAX_ATTEMPTS = 50
+_MIN_SERVER = (6, 0)  # SET ... KEEPTTL
+
+
+def _redis_asyncio() -> ModuleType:
+    """Imports ``redis.asyncio``, or raises the one-line error that says how to get it."""
+    try:
+        import redis.asyncio as redis_asyncio
+    except ImportError as exc:
+        raise UnsupportedStoreError(
+            "ADK's Redis sessions need the redis package: pip install 'adk-session-heal[redis]'"
+        ) from exc
+    return redis_asyncio
+
+
+def _redis_errors() -> tuple[type[Exception], type[Exception]]:
+    """Returns redis-py's ``(RedisError, WatchError)``."""
+    _redis_asyncio()
+    from redis.exceptions import RedisError, WatchError
+
+    return RedisError, WatchError
+
+
+def stores_like_adk_redis(service: object) -> bool:
+    """Whether ``service`` is ADK's ``RedisSessionService``, storing sessions as ADK does.
+
+    The same rule as every other layout's (:func:`~adk_session_heal.store.base.stores_as_adk_does`):
+    a subclass qualifies only if it overrides nothing but ``__init__``. Nothing
+    is imported: a service of that class can only exist once ADK's module is
+    loaded.
+    """
+    module = sys.modules.get(ADK_REDIS_MODULE)
+    adk_class = getattr(module, "RedisSessionService", None)
+    return isinstance(adk_class, type) and stores_as_adk_does(service, adk_class)
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A value or key as text (the client may or may not decode responses)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _session_key(prefix: str, key: SessionKey) -> str:
+    """ADK's ``RedisSessionService._session_key``."""
+    return f"{prefix}{key.app_name}:{key.user_id}:{key.session_id}"
+
+
+def _escape_glob(value: str) -> str:
+    """Escapes Redis glob characters so that ``value`` matches only itself (as ADK does)."""
+    return "".join("\\" + c if c in "\\*?[]" else c for c in value)
+
+
+def _owned(prefix: str, key: str, doc: Any) -> SessionKey | None:
+    """The session a decoded value is, if it is one and ``key`` is its own key."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("events"), list):
+        return None
+    app, user, session_id = doc.get("app_name"), doc.get("user_id"), doc.get("id")
+    if not (isinstance(app, str) and isinstance(user, str) and isinstance(session_id, str)):
+        return None
+    found = SessionKey(app, user, session_id)
+    return found if _session_key(prefix, found) == key else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What to do with one session as read: the results, and the value to write."""
+
+    results: list[WriteResult]
+    value: str | None = None
+    inserted: tuple[Heal, ...] = ()
+
+
+def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -> _Decision:
+    """Decides one session's heals from its stored value (pure)."""
+    if raw is None:
+        return _Decision([WriteResult(heal, WriteOutcome.GONE) for heal in planned.heals])
+    try:
+        parsed = parse_session_value(raw)
+    except ValueError as exc:
+        raise StoreError(f"Redis key {key!r} does not hold an ADK session ({exc})") from exc
+    ids = [event.get("id") if isinstance(event, dict) else None for event in parsed.events]
+    k = planned.key
+    counts = {k: len(ids)} if ids else {}
+    planned_ids = {heal.event_id for heal in planned.heals}
+    present = [(k.app_name, k.user_id, k.session_id, i) for i in ids if i in planned_ids]
+    live, skipped = checked([planned], discount_planned([planned], counts, present))
+    if not live:
+        return _Decision(skipped)
+    results: list[WriteResult] = []
+    inserted: list[Heal] = []
+    for heal in planned.heals:
+        if heal.event_id in ids:
+            stored = (Event.model_validate(parsed.events[ids.index(heal.event_id)])
+                      if read_back else None)
+            results.append(WriteResult(heal, WriteOutcome.PRESENT, stored))
+        else:
+            results.append(WriteResult(heal, WriteOutcome.WRITTEN))
+            inserted.append(heal)
+    if not inserted:
+        return _Decision(results)
+    return _Decision(results, with_heals(raw, parsed, inserted), tuple(inserted))
+
+
+def _ledger_field(record: HealRecord) -> str:
+    return json.dumps(
+        [record.app_name, record.user_id, record.session_id, record.synthetic_event_id])
+
+
+async def _close_client(client: Any) -> None:
+    close = getattr(client, "aclose", None) or client.close  # aclose: redis-py 5.0.1+
+    await close()
+
+
+class RedisStore(SessionStore):
+    """ADK's ``RedisSessionService`` layout (see the module docstring).
+
+    Args:
+        client: Returns the ``redis.asyncio`` client (a service's own, or one
+            opened from a URL).
+        key_prefix: ADK's ``RedisSessionServiceConfig.key_prefix``.
+        url: The URL it was opened from; ``None`` over a service.
+        owns_client: Close the client on :meth:`close`.
+    """
+
+    layout = Layout.REDIS
+
+    def __init__(
+        self,
+        client: Callable[[], Any],
+        key_prefix: str = REDIS_KEY_PREFIX,
+        url: StoreUrl | None = None,
+        *,
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self.key_prefix = key_prefix
+        self.url = url
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_service(cls, service: Any) -> RedisStore:
+        """Writes through a ``RedisSessionService``'s own client and key prefix."""
+        return cls(service._get_redis, service.config.key_prefix)
+
+    def __str__(self) -> str:
+        """Returns the redacted URL."""
+        return str(self.url) if self.url is not None else "the Redis session store"
+
+    @property
+    def ledger_key(self) -> str:
+        """The heal ledger's hash for this key prefix."""
+        return LEDGER_KEY_PREFIX + self.key_prefix
+
+    def _error(self, exc: Exception, doing: str) -> Exception:
+        return translate_error(exc, self.url, doing) if self.url is not None else exc
+
+    async def _keys(self, where: SessionFilter) -> list[str]:
+        """Returns the candidate session keys of a filter, sorted (each once)."""
+        if None not in (where.app_name, where.user_id, where.session_id):
+            key = SessionKey(where.app_name or "", where.user_id or "", where.session_id or "")
+            return [_session_key(self.key_prefix, key)]
+        parts = (where.app_name, where.user_id, where.session_id)
+        pattern = self.key_prefix + ":".join(
+            "*" if part is None else _escape_glob(part) for part in parts)
+        found: set[str] = set()
+        async for key in self._client().scan_iter(match=pattern, count=1000):
+            found.add(_text(key) or "")
+        return sorted(found)
+
+    async def _sessions(self, where: SessionFilter) -> AsyncIterator[tuple[SessionKey, Any]]:
+        """Yields each matching session's key and decoded value, in key order."""
+        RedisError, _ = _redis_errors()
+        try:
+            keys = await self._keys(where)
+            for first in range(0, len(keys), _CHUNK):
+                chunk = keys[first:first + _CHUNK]
+                values = await self._client().mget(chunk)
+                for key, value in zip(chunk, values, strict=True):
+                    raw = _text(value)
+                    if raw is None:
+                        continue
+                    try:
+                        doc = json.loads(raw)
+                    except ValueError:
+                        continue
+                    found = _owned(self.key_prefix, key, doc)
+                    if found is not None and all(
+                        wanted is None or wanted == have for wanted, have in (
+                            (where.app_name, found.app_name), (where.user_id, found.user_id),
+                            (where.session_id, found.session_id))):
+                        yield found, doc
+        except (RedisError, OSError) as exc:
+            raise self._error(exc, "read") from exc
+
+    async def count_sessions(self, where: SessionFilter) -> int:
+        """Returns how many sessions match (each key's value is read and checked)."""
+        return sum([1 async for _ in self._sessions(where)])
+
+    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+        """Yields every matching session that has events, its events in stored order."""
+        async for key, doc in self._sessions(where):
+            if doc["events"]:
+                yield StoredSession(key, doc["events"])
+
+    async def ledger_revision(self) -> str | None:
+        """The ledger is a hash created on first write: always current, never migrated."""
+        return head_revision()
+
+    async def write(
+        self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
+    ) -> list[WriteResult]:
+        """Applies the heals, one optimistic transaction per session (see the module)."""
+        RedisError, _ = _redis_errors()
+        results: list[WriteResult] = []
+        try:
+            for planned in batch:
+                results.extend(await self._write_session(planned, ledger, read_back))
+        except (RedisError, OSError) as exc:
+            raise self._error(exc, "write to") from exc
+        return results
+
+    async def _write_session(
+        self, planned: SessionHeals, ledger: bool, read_back: bool
+    ) -> list[WriteResult]:
+        _, WatchError = _redis_errors()
+        key = _session_key(self.key_prefix, planned.key)
+        for _ in range(_MAX_ATTEMPTS):
+            async with self._client().pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                decision = _decide(planned, key, _text(await pipe.get(key)), read_back)
+                if decision.value is None:
+                    return decision.results
+                pipe.multi()
+                pipe.set(key, decision.value, keepttl=True)
+                if ledger:
+                    for heal in decision.inserted:
+                        record = heal.record
+                        pipe.hsetnx(self.ledger_key, _ledger_field(record),
+                                    json.dumps(ledger_row(record)))
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    continue
+                return decision.results
+        # Written by someone else on every attempt: it kept changing.
+        return [WriteResult(heal, WriteOutcome.CHANGED) for heal in planned.heals]
+
+    async def close(self) -> None:
+        """Closes the client if this store opened it."""
+        if self._owns_client:
+            await _close_client(self._client())
+
+
+def _bad_option(url: StoreUrl, exc: Exception) -> UnsupportedStoreError:
+    return UnsupportedStoreError(
+        f"cannot use {url}: {url.scrub(str(exc))} (check the URL's options: redis-py's "
+        "connection options, and key_prefix)"
+    )
+
+
+async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
+    """Connects to the Redis server a URL names.
+
+    Raises:
+        UnsupportedStoreError: redis-py is missing, the URL's options are not
+            ones it takes, or (``writable``) the server is older than 6.0.
+        StoreError: The server could not be reached.
+    """
+    redis_asyncio = _redis_asyncio()
+    RedisError, _ = _redis_errors()
+    try:
+        client = redis_asyncio.from_url(url.redis_url(), decode_responses=True)
+    except (ValueError, TypeError) as exc:
+        raise _bad_option(url, exc) from exc
+    try:
+        await client.ping()
+        if writable:
+            version = str((await client.info("server")).get("redis_version", "0"))
+            numbers = tuple(int(n) for n in version.split(".")[:2] if n.isdigit())
+            if numbers < _MIN_SERVER:
+                raise UnsupportedStoreError(
+                    f"{url} runs Redis {version}: healing keeps each session's TTL with "
+                    "SET ... KEEPTTL, which needs Redis 6.0 or later"
+                )
+    except (RedisError, OSError) as exc:
+        await _close_client(client)
+        raise translate_error(exc, url, "connect to") from exc
+    except (ValueError, TypeError) as exc:  # an option redis-py's connection refuses
+        await _close_client(client)
+        raise _bad_option(url, exc) from exc
+    except BaseException:
+        await _close_client(client)
+        raise
+    return RedisStore(lambda: client, url.redis_key_prefix, url, owns_client=True)
+
+
+class RedisHealLedger:
+    """The heal ledger of a Redis session store: one hash (see the module docstring).
+
+    Pass it as the wrapper's ``ledger=`` (it records after the heal is
+    written; ``repair`` records in the heal's own transaction).
+
+    Args:
+        client: A ``redis.asyncio`` client.
+        key_prefix: ADK's key prefix of the sessions it records.
+        owns_client: Close the client on :meth:`close`.
+    """
+
+    def __init__(
+        self, client: Any, *, key_prefix: str = REDIS_KEY_PREFIX, owns_client: bool = False
+    ) -> None:
+        self._client = client
+        self.key = LEDGER_KEY_PREFIX + key_prefix
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_service(cls, service: Any) -> RedisHealLedger:
+        """The ledger beside a ``RedisSessionService``'s sessions, over its client."""
+        return cls(service._get_redis(), key_prefix=service.config.key_prefix)
+
+    @classmethod
+    def from_url(cls, url: str | StoreUrl) -> RedisHealLedger:
+        """Opens the ledger of a ``redis://`` store URL."""
+        from .urls import parse_store_url
+
+        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+        if store_url.backend != "redis":
+            raise UnsupportedStoreError(f"{store_url} is not a Redis URL")
+        client = _redis_asyncio().from_url(store_url.redis_url(), decode_responses=True)
+        return cls(client, key_prefix=store_url.redis_key_prefix, owns_client=True)
+
+    async def record(self, records: Sequence[HealRecord]) -> None:
+        """Records heals; a heal already recorded keeps its first record."""
+        if not records:
+            return
+        async with self._client.pipeline(transaction=True) as pipe:
+            for record in records:
+                pipe.hsetnx(self.key, _ledger_field(record), json.dumps(ledger_row(record)))
+            await pipe.execute()
+
+    async def history(
+        self,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[HealRecord]:
+        """Returns recorded heals, oldest first, optionally filtered."""
+        records = []
+        for value in (await self._client.hgetall(self.key)).values():
+            record = record_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
+            if all(wanted is None or wanted == have for wanted, have in (
+                    (app_name, record.app_name), (user_id, record.user_id),
+                    (session_id, record.session_id))):
+                records.append(record)
+        records.sort(key=lambda r: (r.healed_at, r.app_name, r.user_id, r.session_id,
+                                    r.synthetic_event_id))
+        return records[:limit] if limit is not None else records
+
+    async def close(self) -> None:
+        """Closes the client if this ledger opened it."""
+        if self._owns_client:
+            await _close_client(self._client)

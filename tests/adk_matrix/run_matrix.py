@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -52,7 +54,7 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,7 @@ PG_BASE = "postgresql+asyncpg://postgres@127.0.0.1:5432"
 MARIADB_BASE = "mysql+aiomysql://root@127.0.0.1:3306"
 APPS = {"ci": "matrix_ci", "venv": "matrix_venv", "wrapper": "matrix_wrap"}
 STEP_TIMEOUT = 600.0
+BUILD_TIMEOUT = 1800.0
 VERBOSE = os.environ.get("ADK_MATRIX_VERBOSE") == "1"
 DRIVERS = ("sqlalchemy[asyncio]", "aiosqlite", "asyncpg", "aiomysql")
 VENV_FORMAT = "1"
@@ -148,14 +151,15 @@ def first_error_line(stderr: str, stdout: str = "") -> str:
 
 
 def run_step(step: str, argv: Sequence[str], *, env: dict[str, str] | None = None,
-             cwd: Path | None = None, ok_codes: Sequence[int] = (0,)) -> str:
+             cwd: Path | None = None, ok_codes: Sequence[int] = (0,),
+             timeout: float = STEP_TIMEOUT) -> str:
     """Runs one command; returns its stdout, or raises :class:`StepFailed`."""
     started = time.monotonic()
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, env=env, cwd=cwd,
-                              timeout=STEP_TIMEOUT)
+                              timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise StepFailed(f"{step}: timed out after {STEP_TIMEOUT:.0f}s") from exc
+        raise StepFailed(f"{step}: timed out after {timeout:.0f}s") from exc
     if VERBOSE:
         print(f"    {time.monotonic() - started:5.1f}s {step}: "
               f"{' '.join(Path(a).name if a.startswith('/') else a for a in argv[:4])}",
@@ -234,7 +238,8 @@ def ensure_venv(env: Env) -> None:
     env.path.parent.mkdir(parents=True, exist_ok=True)
     base_python = getattr(sys, "_base_executable", sys.executable)
     run_step("venv", [base_python, "-m", "venv", str(env.path)])
-    run_step("venv", [env.python, "-m", "pip", "install", "--quiet", *spec])
+    run_step("venv", [env.python, "-m", "pip", "install", "--quiet", *spec],
+             timeout=BUILD_TIMEOUT)
     (env.path / ".adk-matrix-spec").write_text(json.dumps([VENV_FORMAT, spec]))
     env.built = f"built {time.monotonic() - started:.0f}s"
 
@@ -514,11 +519,7 @@ def plan_cells(envs: Sequence[Env], backends: Sequence[str]) -> list[Cell]:
     Under Asia/Tokyo (ahead of UTC). America/Los_Angeles (behind UTC) runs on
     the newest release that stores local time (2.6) and UTC on the oldest.
     """
-    cells = []
-    for env in envs:
-        for backend in ("sqlite", "postgres"):
-            if backend in backends:
-                cells.append(Cell(env, backend, MAIN_TZ))
+    cells = []  # the odd ones first, so that no slow cell starts last
     if "mariadb" in backends and envs:
         for env in dict.fromkeys((envs[0], envs[-1])):
             cells.append(Cell(env, "mariadb", MAIN_TZ))
@@ -527,6 +528,10 @@ def plan_cells(envs: Sequence[Env], backends: Sequence[str]) -> list[Cell]:
         cells.append(Cell(local_time[-1], "postgres", "America/Los_Angeles"))
     if envs and "sqlite" in backends:
         cells.append(Cell(envs[0], "sqlite", "UTC"))
+    for env in envs:
+        for backend in ("sqlite", "postgres"):
+            if backend in backends:
+                cells.append(Cell(env, backend, MAIN_TZ))
     return cells
 
 
@@ -552,8 +557,9 @@ def report(envs: Sequence[Env], cells: Sequence[Cell], total: float, source: str
                  [(e.version, e.built, *(_short(e.results.get(c, "")) for c in VERSION_CHECKS),
                    f"{e.seconds:.0f}") for e in envs]))
     print("\nCells:")
-    print(_table(("version", "backend", "TZ", *CELL_CHECKS, "seconds"),
+    print(_table(("version", "backend", "TZ", *VERSION_CHECKS, *CELL_CHECKS, "seconds"),
                  [(c.env.version, c.backend, c.tz,
+                   *(_short(c.env.results.get(k, "")) for k in VERSION_CHECKS),
                    *(_short(c.results.get(k, "")) for k in CELL_CHECKS), f"{c.seconds:.0f}")
                   for c in cells]))
     problems = [(e.version, check, r) for e in envs for check, r in e.results.items()
@@ -575,6 +581,27 @@ def report(envs: Sequence[Env], cells: Sequence[Cell], total: float, source: str
 
 
 # -- main ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cache_lock(venvs: Path) -> Iterator[None]:
+    """Holds the cache's lock: one matrix run at a time installs into and runs its environments."""
+    venvs.mkdir(parents=True, exist_ok=True)
+    with open(venvs / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another matrix run to release {venvs / '.lock'}", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def prune(venvs: Path, keep: Sequence[str]) -> None:
+    """Removes cached environments of versions no longer in the matrix (built by it)."""
+    for path in sorted(venvs.iterdir()):
+        if path.name not in keep and (path / ".adk-matrix-spec").is_file():
+            print(f"removing the environment of google-adk {path.name} (no longer tested)")
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def build_wheel(scratch: Path) -> Path:
@@ -619,16 +646,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = Path(os.environ.get("ADK_SESSION_HEAL_CACHE")
                  or Path.home() / ".cache" / "adk-session-heal")
     ci_cli = args.ci_cli or default_ci_cli()
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     versions, source = resolve_versions(LINES)
+    venvs = cache / "adk-venvs"
     print(f"ADK versions: {', '.join(versions)} ({source}); environments in "
-          f"{cache / 'adk-venvs'}; CI's CLI: {ci_cli}", flush=True)
-    envs = [Env(v, cache / "adk-venvs" / v) for v in versions]
+          f"{venvs}; CI's CLI: {ci_cli}", flush=True)
+    with cache_lock(venvs):
+        if source == "package index":
+            prune(venvs, versions)
+        return run_matrix(args, venvs, versions, source, ci_cli, started)
+
+
+def run_matrix(args: argparse.Namespace, venvs: Path, versions: Sequence[str], source: str,
+               ci_cli: str, started: float) -> int:
+    """Prepares each version's environment, runs the cells, prints the report."""
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    envs = [Env(v, venvs / v) for v in versions]
     with tempfile.TemporaryDirectory(prefix="adk-matrix-wheel-") as scratch:
         wheel = build_wheel(Path(scratch))
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            for env in envs:
-                pool.submit(prepare, env, wheel)
+            for future in [pool.submit(prepare, env, wheel) for env in envs]:
+                future.result()
         for env in envs:
             print(f"  {env.version}: {env.built}; "
                   + ", ".join(f"{k} {_short(v)}" for k, v in env.results.items())

@@ -15,6 +15,12 @@ What differs, and what this module answers for the rest of the package:
   from a call row that has them (a store written by 2.x, which no reader
   before 2.0 can read anyway). :func:`readable_event_data` keeps what the
   installed ADK accepts.
+* **Aborted invocations.** From 2.11 ADK seals an invocation cancelled in
+  process with error responses carrying ``error_code="INVOCATION_ABORTED"``
+  (:data:`INVOCATION_ABORTED`); its runner then treats every task scope of
+  that invocation as closed and never replays a sealed call. A heal carries the
+  same code, so a crashed invocation is closed the same way; earlier versions
+  ignore the code on an event that has content.
 * **Timestamp columns.** ``DatabaseSessionService`` up to 2.6 stores
   ``events.timestamp`` as naive *local* time (``datetime.fromtimestamp``) and
   reads it back the same way; 2.7 and later store naive UTC. Writers place a
@@ -37,6 +43,7 @@ from google.adk.events.event import Event
 __all__ = [
     "ADK_VERSION",
     "EVENT_FIELDS",
+    "INVOCATION_ABORTED",
     "PORTABLE_EVENT_FIELDS",
     "STORES_LOCAL_TIME",
     "SUPPORTED_ADK",
@@ -64,8 +71,12 @@ EVENT_FIELDS: frozenset[str] = frozenset(Event.model_fields)
 
 PORTABLE_EVENT_FIELDS: frozenset[str] = frozenset({
     "id", "invocation_id", "author", "branch", "timestamp", "content", "custom_metadata",
+    "error_code", "error_message",
 })
 """The top-level event fields a heal row carries: every supported ``Event`` reads them."""
+
+INVOCATION_ABORTED = "INVOCATION_ABORTED"
+"""The ``error_code`` of ADK's abort seal (``google.adk.events._abort_events``, 2.11+)."""
 
 STORES_LOCAL_TIME: bool = ADK_VERSION < (2, 7)
 """Whether the installed ``DatabaseSessionService`` stores naive local time (up to 2.6)."""

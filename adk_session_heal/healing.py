@@ -22,6 +22,9 @@ healing) plans with :func:`plan_heals` and builds with
   with the call's id and name and the policy's payload.
 * **marker**: ``custom_metadata["adk_session_heal"]`` says it is synthetic,
   why, when, and which call event and calls it answers.
+* **error code**: ``INVOCATION_ABORTED``, as ADK's own abort seal (2.11+): ADK
+  2.x then closes the crashed invocation's task scopes and never replays the
+  call; UIs show the event as an error, not as a tool's result.
 
 The module is pure: no I/O.
 """
@@ -37,7 +40,7 @@ from typing import Any, TypeVar
 from google.adk.events.event import Event
 from pydantic_core import to_jsonable_python
 
-from .adk_compat import readable_event_data
+from .adk_compat import INVOCATION_ABORTED, readable_event_data
 from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
 from .findings import HEALABLE, SessionFindings
 from .heal_record import HealRecord, HealTrigger
@@ -45,6 +48,7 @@ from .policy import DeadCall, HealPolicy
 from .session_key import SessionKey
 
 __all__ = [
+    "HEAL_ERROR_MESSAGE",
     "HEAL_ID_SUFFIX",
     "MARKER_VERSION",
     "Heal",
@@ -64,6 +68,9 @@ E = TypeVar("E")
 
 HEAL_ID_SUFFIX = "-heal"
 """Suffix of a synthetic event's id after its call event's id."""
+
+HEAL_ERROR_MESSAGE = "The tool call was interrupted before it returned (adk-session-heal)."
+"""The ``error_message`` of a heal, beside ADK's abort ``error_code``."""
 
 MARKER_VERSION = 1
 """Version of the ``custom_metadata["adk_session_heal"]`` marker layout."""
@@ -273,6 +280,8 @@ def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> 
             ],
         },
         "custom_metadata": {HEAL_METADATA_KEY: build_marker(plan, healed_at=healed_at)},
+        "error_code": INVOCATION_ABORTED,
+        "error_message": HEAL_ERROR_MESSAGE,
     }
     if plan.branch is not None:
         data["branch"] = plan.branch

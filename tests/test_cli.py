@@ -212,7 +212,10 @@ async def test_legacy_v0_schema(kind: str, tmp_path: Path) -> None:
         try:
             async with async_engine.begin() as conn:
                 await conn.run_sync(BaseV0.metadata.create_all)
-                now = datetime.datetime(2023, 11, 14, 22, 13, 20)
+                # SQLite gets text: Python 3.12 deprecates sqlite3's datetime adapter.
+                now: Any = datetime.datetime(2023, 11, 14, 22, 13, 20)
+                if kind == "db_sqlite":
+                    now = now.isoformat(" ")
                 pickled = pickle.dumps(_Tripwire(marker), protocol=0)
                 await conn.execute(text(
                     "INSERT INTO sessions (app_name, user_id, id, state, create_time, "

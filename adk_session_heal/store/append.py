@@ -4,8 +4,13 @@ The only write API such a service has. The events are appended after
 everything the caller's session object holds, with timestamps just after its
 newest event. ``append_event`` bumps the session's revision, so the wrapper
 heals through this adapter from ``get_session`` only once the session has
-been quiet (``HealPolicy.quiet_after``). No transaction: the service's own
-stale-session check is the only re-check, and a ledger is recorded after.
+been quiet (``HealPolicy.quiet_after``). No transaction: right before
+appending, the session is read again through the service and skipped if it
+moved since the plan (or already holds the heal, or is gone), as the other
+layouts re-check inside their transaction; between that read and the append
+only the service's own stale-session check guards, so two processes healing
+the same session within that window can both append (this layout cannot
+promise exactly once). A ledger is recorded after.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 from google.adk.sessions import BaseSessionService, Session
 
 from ..healing import SessionHeals
-from .base import Layout, SessionStore, WriteOutcome, WriteResult
+from .base import Layout, SessionStore, WriteOutcome, WriteResult, checked, discount_planned
 
 __all__ = ["AppendStore"]
 
@@ -39,12 +44,30 @@ class AppendStore(SessionStore):
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
     ) -> list[WriteResult]:
-        """Appends each heal via the service (the caller skips ids already present)."""
+        """Re-reads each session, then appends each heal still missing via the service."""
         results: list[WriteResult] = []
         events = self._session.events
         newest = events[-1].timestamp if events else 0.0
         for planned in batch:
+            key = planned.key
+            current = await self._service.get_session(
+                app_name=key.app_name, user_id=key.user_id, session_id=key.session_id)
+            if current is None:
+                results.extend(WriteResult(heal, WriteOutcome.GONE) for heal in planned.heals)
+                continue
+            stored_by_id = {event.id: event for event in current.events}
+            present = [(key.app_name, key.user_id, key.session_id, heal.event_id)
+                       for heal in planned.heals if heal.event_id in stored_by_id]
+            counts = {key: len(current.events)} if current.events else {}
+            live, skipped = checked([planned], discount_planned([planned], counts, present))
+            if not live:
+                results.extend(skipped)
+                continue
             for heal in planned.heals:
+                if heal.event_id in stored_by_id:
+                    results.append(WriteResult(heal, WriteOutcome.PRESENT,
+                                               stored_by_id[heal.event_id]))
+                    continue
                 newest = max(newest + 1e-6, heal.event.timestamp)
                 appended = heal.event.model_copy(update={"timestamp": newest})
                 stored = await self._service.append_event(self._session, appended)

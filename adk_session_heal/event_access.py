@@ -201,12 +201,14 @@ class AdkEventAccess:
         return event.branch
 
     def isolation_scope(self, event: Event) -> str | None:
-        """Returns ADK's isolation scope tag, if any."""
-        return event.isolation_scope
+        """Returns ADK's isolation scope tag, if any (ADK 1.x events have none)."""
+        scope: str | None = getattr(event, "isolation_scope", None)
+        return scope
 
     def node_path(self, event: Event) -> str | None:
-        """Returns the workflow node path, if any."""
-        return event.node_info.path or None
+        """Returns the workflow node path, if any (ADK 1.x events have none)."""
+        node_info = getattr(event, "node_info", None)
+        return (node_info.path or None) if node_info is not None else None
 
     def is_partial(self, event: Event) -> bool:
         """Returns whether the event is a streaming partial."""

@@ -240,14 +240,23 @@ class HealingSessionService(BaseSessionService):
         events: Sequence[Event] = session.events
         if incoming is not None:
             events = [*session.events, incoming]
-        findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
-        if not findings.needs_healing:
+        try:  # fail-open like the write: a healer must never break the user's turn
+            findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
+            if not findings.needs_healing:
+                return
+            planned = plan_session(
+                events, findings, SessionKey.of(session), self.policy, trigger=trigger,
+                healed_at=now, seen_events=len(session.events) if whole else None,
+                before=len(session.events),
+            )
+        except Exception:
+            if self.policy.raise_errors:
+                raise
+            logger.exception(
+                "adk_session_heal: could not plan heals for session %s; returning it unhealed",
+                session.id,
+            )
             return
-        planned = plan_session(
-            events, findings, SessionKey.of(session), self.policy, trigger=trigger,
-            healed_at=now, seen_events=len(session.events) if whole else None,
-            before=len(session.events),
-        )
         if planned is None:
             return
         store = store_for_service(self._inner, session)

@@ -16,7 +16,7 @@ same rows:
   why, when, and which call event and calls it answers.
 * **error code**: ``INVOCATION_ABORTED``, as ADK's own abort seal (2.11+): ADK
   2.x then closes the crashed invocation's task scopes and never replays the
-  call; UIs show the event as an error, not as a tool's result.
+  call.
 
 The module is pure: no I/O.
 """

@@ -35,9 +35,9 @@ The module is pure: it reads events through an
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .event_access import ADK_EVENTS, EventAccess
 from .invocations import live_mask, supersession_boundary
@@ -319,11 +319,13 @@ def _call_findings(
     awaiting: set[str] = set()
     newest: str | None = None
     tail_start, last_counted = 0, -1
+    healed: set[tuple[str, str]] = set()
     if maybe_dead:
         for index, step in enumerate(steps):
             if step is not EMPTY_STEP:
                 long_running.update(access.long_running_ids(events[index]))
                 awaiting.update(access.pending_ids(events[index]))
+                healed.update(_healed_calls(access.heal_marker(events[index])))
         newest, tail_start, last_counted = supersession_boundary(events, access)
 
     calls: list[CallFinding] = []
@@ -336,6 +338,11 @@ def _call_findings(
         answered_by_heal = False
         if call_id is None:
             status = CallStatus.ID_LESS
+        elif not occurrence.responses and (access.event_id(event), call_id) in healed:
+            # Our heal of this very call event, stored where pairing cannot see it
+            # (before its call, after a tie or a clock step): healing again would
+            # only add another.
+            status, answered_by_heal = CallStatus.ANSWERED, True
         elif occurrence.responses:
             last_response = events[occurrence.responses[-1]]
             if call_id in access.pending_ids(last_response):
@@ -376,6 +383,17 @@ def _call_findings(
         calls.sort(key=lambda c: c.event_index)
 
     return calls
+
+
+def _healed_calls(marker: Mapping[str, Any] | None) -> Iterator[tuple[str, str]]:
+    """Yields ``(call event id, call id)`` for each call a heal marker says it answers."""
+    if marker is None:
+        return
+    call_event_id, call_ids = marker.get("call_event_id"), marker.get("call_ids")
+    if isinstance(call_event_id, str) and isinstance(call_ids, list):
+        for call_id in call_ids:
+            if isinstance(call_id, str):
+                yield call_event_id, call_id
 
 
 def _rewound_calls(

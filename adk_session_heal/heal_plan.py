@@ -7,10 +7,14 @@ The pure half of healing that decides, from the classified events alone:
   The suffix makes the id sort right after its call when timestamps tie. An id
   that would not fit ADK's 128-character key column becomes a UUID5 of the
   session and the call event instead.
-* **placement**: the timestamp lies strictly between the call event and the
-  event stored after it (1 ms after the call, or half-way when they are closer;
-  microsecond resolution, as ADK's SQL columns store), so ordered storage reads
-  call, then heal, then what came next.
+* **placement**: the timestamp is always strictly after the call event's
+  (at least one microsecond, the resolution of ADK's SQL columns), so every
+  reader that orders by time reads the call first, whatever the clocks did.
+  It is also strictly before the event stored after the call (1 ms after the
+  call, or half-way when they are closer) whenever there is room, that is
+  when the two are at least 2 µs apart; when they tie or are 1 µs apart the
+  heal goes 1 µs after the call, which may tie with or follow that next event
+  (it cannot be moved without rewriting rows, which is never done).
 * **author, branch, invocation, isolation scope, node path**: copied from the
   call event.
 
@@ -19,6 +23,7 @@ The pure half of healing that decides, from the classified events alone:
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,14 +120,21 @@ def heal_event_id(
 
 
 def _placement(call_ts: float, next_ts: float | None) -> float:
-    """Returns a timestamp right after ``call_ts`` and strictly before ``next_ts``."""
-    call_us = round(call_ts * 1_000_000)
-    if next_ts is None:
-        return (call_us + _DEFAULT_GAP_US) / 1_000_000
-    gap = round(next_ts * 1_000_000) - call_us
-    if gap >= 2:
-        return (call_us + min(_DEFAULT_GAP_US, gap // 2)) / 1_000_000
-    return call_us / 1_000_000
+    """Returns a timestamp strictly after ``call_ts`` and, when there is room, before ``next_ts``.
+
+    Whole microseconds: the call's microsecond (rounded down) plus a step of at
+    least one, re-checked against the float so the result never equals
+    ``call_ts`` even where a stored time has sub-microsecond digits.
+    """
+    call_us = math.floor(call_ts * 1_000_000)
+    step = _DEFAULT_GAP_US
+    if next_ts is not None:
+        step = max(1, min(_DEFAULT_GAP_US, (math.floor(next_ts * 1_000_000) - call_us) // 2))
+    placed = (call_us + step) / 1_000_000
+    while placed <= call_ts:
+        step += 1
+        placed = (call_us + step) / 1_000_000
+    return placed
 
 
 def plan_heals(

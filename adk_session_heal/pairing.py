@@ -10,7 +10,12 @@ attributes every response to a call occurrence, following ADK 2.13
   step, not an id.
 * A response belongs to the newest call occurrence that precedes it and carries
   the same id. Within one step, responses are applied before calls, so a step
-  never answers its own calls.
+  never answers its own calls. When the newest step holding that id holds it
+  more than once (parallel calls sharing an id, as some models emit), its
+  responses are dealt out in order to those occurrences (the first response to
+  the first call, and so on; a surplus one goes to the newest), so each gets
+  its own answer. ADK attributes a response to the event holding its call, so
+  this only decides which of one event's calls an answer counts for.
 * A response with no id belongs to the newest preceding id-less call of the same
   name (ADK keeps such a response when an id-less call of that name was seen).
   With ``idless="positional"``, id-less responses are instead dealt out in
@@ -138,9 +143,9 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
         The occurrences (each with the steps of its responses) and the orphaned
         responses.
     """
-    newest_by_id: dict[str, CallOccurrence] = {}
+    newest_by_id: dict[str, _StepQueue] = {}
     newest_idless_by_name: dict[str, CallOccurrence] = {}
-    idless_queues: dict[str, _IdlessQueue] = {}
+    idless_queues: dict[str, _StepQueue] = {}
     positional = idless == "positional"
     occurrences: list[CallOccurrence] = []
     orphans: list[OrphanedResponse] = []
@@ -150,7 +155,7 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
         for response_id, response_name in responses:
             owner: CallOccurrence | None
             if response_id:
-                owner = newest_by_id.get(response_id)
+                owner = _deal(newest_by_id.get(response_id))
             elif positional:
                 owner = _deal(idless_queues.get(response_name))
             else:
@@ -163,11 +168,15 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
             occurrence = CallOccurrence(index, position, call_id, call_name)
             occurrences.append(occurrence)
             if call_id:
-                newest_by_id[call_id] = occurrence
+                same = newest_by_id.get(call_id)
+                if same is None or same.step != index:
+                    newest_by_id[call_id] = _StepQueue(index, [occurrence])
+                else:
+                    same.members.append(occurrence)
             elif positional:
                 queue = idless_queues.get(call_name)
                 if queue is None or queue.step != index:
-                    idless_queues[call_name] = _IdlessQueue(index, [occurrence])
+                    idless_queues[call_name] = _StepQueue(index, [occurrence])
                 else:
                     queue.members.append(occurrence)
             else:
@@ -176,15 +185,15 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
 
 
 @dataclass(slots=True)
-class _IdlessQueue:
-    """The id-less calls of one name in the newest step holding such calls."""
+class _StepQueue:
+    """The calls of one id (or id-less calls of one name) in the newest step holding them."""
 
     step: int
     members: list[CallOccurrence]
     cursor: int = 0
 
 
-def _deal(queue: _IdlessQueue | None) -> CallOccurrence | None:
+def _deal(queue: _StepQueue | None) -> CallOccurrence | None:
     """Returns the next unanswered member of a queue (its last once all are)."""
     if queue is None:
         return None

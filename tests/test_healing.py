@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 from histories import OPS, build
@@ -87,14 +88,46 @@ def test_id_is_deterministic_and_placement_is_right_after_the_call() -> None:
 
 
 def test_placement_when_next_event_is_within_a_microsecond() -> None:
-    """With no representable gap the heal takes the call's timestamp; its id sorts after it."""
+    """With no room before the next event the heal still goes strictly after its call, 1 µs on."""
     h = History(step=0.0000005)
     h.user("q")
     h.call("f")
     h.user("next")
     (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
-    assert round(plan.timestamp * 1e6) == round(h.events[1].timestamp * 1e6)
-    assert plan.event_id > h.events[1].id
+    assert plan.timestamp > h.events[1].timestamp
+    assert round(plan.timestamp * 1e6) - math.floor(h.events[1].timestamp * 1e6) == 1
+
+
+@pytest.mark.parametrize("gap", [0.0, 1e-7, 1e-6, 2e-6, -5.0], ids=["tie", "sub-us", "1us", "2us",
+                                                                    "backwards"])
+@pytest.mark.parametrize("call_ts", [1_700_000_000.0, 1_700_000_000.1234565, 1_700_000_000.9999999,
+                                     1_763_912_345.000_000_4])
+def test_heal_time_is_strictly_after_its_call_whatever_the_clocks(call_ts: float,
+                                                                  gap: float) -> None:
+    """Ties, sub-µs and µs gaps, a clock stepped back, sub-µs call times: heal time > call time."""
+    h = History()
+    h.user("q")
+    h.call("f")
+    h.user("next")
+    h.events[1].timestamp = call_ts
+    h.events[2].timestamp = call_ts + gap
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    assert plan.timestamp > call_ts
+    assert plan.call_timestamp == call_ts
+    if gap >= 2e-6:
+        assert plan.timestamp < call_ts + gap
+
+
+def test_a_heal_stored_before_its_call_still_answers_it() -> None:
+    """A heal that sorts before its call (a tie read back in the wrong order) is not healed again."""
+    h = crashed_parallel()
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    heal = build_heal_event(plan, HealPolicy(), healed_at=NOW)
+    misplaced = [*h.events[:1], heal, *h.events[1:]]
+    findings = classify(misplaced, now=NOW)
+    healed = [c for c in findings.calls if c.event_id == plan.call_event_id]
+    assert healed and all(c.status is CallStatus.ANSWERED and c.answered_by_heal for c in healed)
+    assert plan_heals(misplaced, findings, **KEY) == ()
 
 
 def test_long_call_event_id_falls_back_to_uuid5() -> None:

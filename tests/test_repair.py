@@ -43,6 +43,7 @@ from adk_session_heal.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.session_key import SessionKey
+from adk_session_heal.testing import History
 from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.adk_sqlite import sqlite_heal_row
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row, heal_row
@@ -82,7 +83,6 @@ async def test_repair_heals_once_and_adk_reads_the_result(adk_store: Store) -> N
             assert session is not None
             assert not classify(session.events, now=NOW, stale_after=3600).dead
             # ADK can keep appending to the healed session (its revision was not bumped).
-            from adk_session_heal.testing import History
 
             more = History(start=NOW)
             more.user("still there?")
@@ -98,6 +98,41 @@ async def test_repair_heals_once_and_adk_reads_the_result(adk_store: Store) -> N
     assert sorted(r.synthetic_event_id for r in recorded) == sorted(
         h.record.synthetic_event_id for h in first.heals)
     assert {r.trigger.value for r in recorded} == {"repair"}
+
+
+
+async def test_repair_of_tied_and_stepped_clocks_heals_once_after_each_call(
+    adk_store: Store,
+) -> None:
+    """Call and next turn tied, 1 µs apart or stepped back: repair heals once, after the call."""
+    gaps = {"tie": 0.0, "sub_us": 1e-7, "one_us": 1e-6, "backwards": -3.0}
+    histories: dict[str, History] = {}
+    for name, gap in gaps.items():
+        history = History(start=NOW - 7200 + len(histories) * 10)
+        history.user("q")
+        history.call("f")
+        history.user("next")
+        history.events[2].timestamp = history.events[1].timestamp + gap
+        histories[name] = history
+    await fill(adk_store, histories)
+    await migrate.upgrade(adk_store.url)
+    first = await repair(adk_store.url, policy=POLICY, now=NOW)
+    assert sorted(h.record.session_id for h in first.heals if h.written) == sorted(gaps)
+    for rerun in range(3):
+        again = await repair(adk_store.url, policy=POLICY, now=NOW + 60 * (rerun + 1))
+        assert again.heals == []
+    service = adk_store.service()
+    try:
+        for name, history in histories.items():
+            session = await service.get_session(app_name=APP, user_id=USER, session_id=name)
+            assert session is not None
+            ids = [e.id for e in session.events]
+            call_id = history.events[1].id
+            heal_at, call_at = ids.index(f"{call_id}-heal"), ids.index(call_id)
+            assert heal_at > call_at, (name, ids)
+            assert session.events[heal_at].timestamp > session.events[call_at].timestamp
+    finally:
+        await close(service)
 
 
 async def test_repair_never_touches_sessions_rows(adk_store: Store) -> None:

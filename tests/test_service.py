@@ -125,6 +125,33 @@ async def test_second_reader_in_another_process_adds_nothing(store_factory: Serv
     assert len(synthetic(await stored_events(store_factory, session.id))) == 1
 
 
+@pytest.mark.parametrize(
+    "gap", [0.0, 1e-7, 1e-6, 2e-6, -3.0], ids=["tie", "sub-us", "1us", "2us", "backwards"])
+async def test_ties_and_stepped_clocks_heal_once_after_the_call(
+    store_factory: ServiceFactory, gap: float
+) -> None:
+    """Call and next turn tied, µs apart or stepped back: one heal, read after its call, 5 reads add nothing."""
+    history = crashed_history()
+    call = history.events[1]
+    history.events[2].timestamp = call.timestamp + gap
+    session = await store_crashed(await store_factory(), history)
+    heals: list[HealRecord] = []
+    for _ in range(6):
+        service = HealingSessionService(await store_factory(), HealPolicy(stale_after=1),
+                                        on_heal=heals.append)
+        await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+
+    stored = await stored_events(store_factory, session.id)
+    ids = [e.id for e in stored]
+    (heal,) = synthetic(stored)
+    assert len(heals) == 1
+    assert heal.timestamp > call.timestamp
+    assert ids.index(heal.id) > ids.index(call.id)
+    if gap >= 2e-6:  # room before the next event: read right after the call
+        assert ids == ["e-0001", "e-0002", heal.id, "e-0003"]
+    assert not classify(stored, now=time.time(), stale_after=1).needs_healing
+
+
 async def test_concurrent_healers_write_exactly_one_event(store_factory: ServiceFactory) -> None:
     """Healers racing on one dead call (separate service instances) store one row."""
     session = await store_crashed(await store_factory(), crashed_history())

@@ -104,7 +104,8 @@ def heal_row(key: SessionKey, heal: Heal, call_column: datetime.datetime | None)
     if call_column is None:
         column = timestamp_to_column(plan.timestamp)
     else:
-        after = round((plan.timestamp - plan.call_timestamp) * 1_000_000)
+        # At least 1 µs: the call's JSON time may carry sub-µs digits the column lost.
+        after = max(1, round((plan.timestamp - plan.call_timestamp) * 1_000_000))
         column = call_column.replace(tzinfo=None) + datetime.timedelta(microseconds=after)
     return {
         "id": plan.event_id,

@@ -14,7 +14,8 @@ a call's result must sit and how turns may follow each other:
   call before it.
 * Anthropic (:func:`anthropic_verdict`): consecutive messages of one role are
   merged into one turn (:func:`anthropic_turns`); each ``tool_use`` has exactly
-  one ``tool_result`` in the very next turn.
+  one ``tool_result`` in the very next turn, and a turn's ``tool_result`` blocks
+  come before any other block of it (:func:`anthropic_results_not_first`).
 * Gemini (:func:`gemini_verdict`): a function-call turn comes right after a
   user or function-response turn (:func:`call_turn_in_order`); the turn right
   after it holds its responses, as many response parts as call parts.
@@ -48,6 +49,7 @@ __all__ = [
     "GeminiContent",
     "Provider",
     "Verdict",
+    "anthropic_results_not_first",
     "anthropic_turns",
     "anthropic_verdict",
     "call_turn_in_order",
@@ -179,13 +181,28 @@ def openai_chat_verdict(messages: Sequence[Mapping[str, Any]]) -> Verdict:
 
 
 def openai_responses_steps(items: Sequence[Mapping[str, Any]]) -> list[Step]:
-    """Returns one pairing step per Responses API ``input`` item."""
+    """Returns one pairing step per Responses API ``input`` item.
+
+    A run of consecutive ``function_call`` items (one model turn's parallel
+    calls) is one step, held by the run's first item (the others get
+    :data:`EMPTY_STEP`), so calls of that turn that share an id each get their
+    own output; the item of a call is its step plus its position.
+    """
     steps: list[Step] = []
+    run: list[Ref] | None = None
     for item in items:
         kind = item.get("type")
         if kind == "function_call":
-            steps.append(([(item.get("call_id") or None, item.get("name") or "")], ()))
-        elif kind == "function_call_output":
+            ref = (item.get("call_id") or None, item.get("name") or "")
+            if run is None:
+                run = [ref]
+                steps.append((run, ()))
+            else:
+                run.append(ref)
+                steps.append(EMPTY_STEP)
+            continue
+        run = None
+        if kind == "function_call_output":
             steps.append(((), [(item.get("call_id") or None, "")]))
         else:
             steps.append(EMPTY_STEP)
@@ -231,6 +248,43 @@ def anthropic_turns(
                    if b.get("type") == "tool_result"]
         steps.append((calls, results) if calls or results else EMPTY_STEP)
     return turn_first, turn_blocks, steps
+
+
+def anthropic_results_not_first(
+    messages: Sequence[Mapping[str, Any]],
+) -> list[tuple[int, list[str]]]:
+    """Finds ``tool_result`` blocks that follow another block of their merged turn.
+
+    The Messages API wants a turn's results at its beginning ("Did not find 1
+    ``tool_result`` block(s) at the beginning of this message"), also after it
+    merged consecutive user messages: a user text stored before a function
+    response makes the response late.
+
+    Returns:
+        ``(index of the turn's first message, result ids after another block)``
+        for each turn that has such results, in order.
+    """
+    found: list[tuple[int, list[str]]] = []
+    previous_role: object = object()
+    first, other_seen = 0, False
+    late: list[str] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role != previous_role:
+            if late:
+                found.append((first, late))
+            first, other_seen, late, previous_role = index, False, [], role
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text"}]
+        for block in blocks:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                if other_seen:
+                    late.append(str(block.get("tool_use_id") or ""))
+            else:
+                other_seen = True
+    if late:
+        found.append((first, late))
+    return found
 
 
 def anthropic_verdict(turn_steps: Sequence[Step]) -> Verdict:

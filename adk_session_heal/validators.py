@@ -38,6 +38,7 @@ from .provider_rules import (
     AnthropicBlock,
     GeminiContent,
     Provider,
+    anthropic_results_not_first,
     anthropic_turns,
     anthropic_verdict,
     contents_verdict,
@@ -65,7 +66,8 @@ __all__ = [
 ]
 
 ProblemCode = Literal[
-    "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch"
+    "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch",
+    "result_not_first",
 ]
 
 OPENAI_UNANSWERED = (
@@ -87,6 +89,11 @@ ANTHROPIC_ORPHANED = (
     "messages.{index}.content.{block}: unexpected `tool_use_id` found in `tool_result` "
     "blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in "
     "the previous message."
+)
+ANTHROPIC_NOT_FIRST = (
+    "messages.{index}: Did not find {count} `tool_result` block(s) at the beginning of this "
+    "message. Messages following `tool_use` blocks must begin with a matching number of "
+    "`tool_result` blocks."
 )
 ANTHROPIC_DUPLICATE = (
     "messages.{index}.content.{block}: each tool_use must have a single result. Found "
@@ -112,7 +119,9 @@ class Problem:
     Attributes:
         provider: The format checked.
         code: What is wrong: ``unanswered_call``, ``orphaned_result``,
-            ``duplicate_result``, ``turn_order`` or ``count_mismatch``.
+            ``duplicate_result``, ``turn_order``, ``count_mismatch`` or
+            ``result_not_first`` (Anthropic: a result after another block of
+            its turn).
         index: Position of the offending message, item or content in the list
             that was checked.
         message: The provider's own error text (formatted as it would send it).
@@ -194,7 +203,8 @@ def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Proble
     for occurrence, answer in zip(occurrences, verdict.answers, strict=True):
         if answer < 0:
             call_id = occurrence.id or ""
-            problems.append(Problem("openai_responses", "unanswered_call", occurrence.step,
+            item = occurrence.step + occurrence.position  # a run of calls is one step
+            problems.append(Problem("openai_responses", "unanswered_call", item,
                                     RESPONSES_UNANSWERED.format(id=call_id), (call_id,)))
     for index, step in verdict.duplicates:
         call_id = occurrences[index].id or ""
@@ -218,8 +228,10 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
 
     Consecutive messages of one role are merged into one turn first, as the API
     does. Each ``tool_use`` needs exactly one ``tool_result`` in the very next
-    turn, and each ``tool_result`` must answer a ``tool_use`` of the turn right
-    before it (:func:`~adk_session_heal.provider_rules.anthropic_verdict`).
+    turn, each ``tool_result`` must answer a ``tool_use`` of the turn right
+    before it (:func:`~adk_session_heal.provider_rules.anthropic_verdict`), and
+    must come before any other block of its merged turn
+    (:func:`~adk_session_heal.provider_rules.anthropic_results_not_first`).
     Indices in the texts are those of the messages as given.
 
     Args:
@@ -263,6 +275,10 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
             problems.append(Problem("anthropic", "duplicate_result", index,
                                     ANTHROPIC_DUPLICATE.format(index=index, block=block,
                                                                id=call_id), (call_id,)))
+    for index, ids in anthropic_results_not_first(messages):
+        problems.append(Problem("anthropic", "result_not_first", index,
+                                ANTHROPIC_NOT_FIRST.format(index=index, count=len(ids)),
+                                tuple(ids)))
     problems.sort(key=lambda p: p.index)
     return problems
 

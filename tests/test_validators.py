@@ -103,8 +103,10 @@ def test_anthropic_merges_turns_and_uses_its_texts() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b"},
                                      {"type": "tool_result", "tool_use_id": "b"}]},
     ]
-    # The two user messages merge into one turn, so "a" is answered in time.
-    assert [p.code for p in validate_anthropic(bad)] == ["duplicate_result"]
+    # The two user messages merge into one turn: "a" is answered in the next turn, but its
+    # result follows the user's text there, which the API refuses.
+    assert [(p.code, p.index) for p in validate_anthropic(bad)] == [
+        ("result_not_first", 1), ("duplicate_result", 4)]
     stray = [
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f",
                                            "input": {}}]},
@@ -202,3 +204,19 @@ def test_generated_valid_histories_pass_every_validator(contents: list[Any]) -> 
 def test_idless_parallel_calls_pass_gemini(contents: list[Any]) -> None:
     """Id-less parallel calls (ADK strips adk- ids for Gemini) pair positionally."""
     assert all_problems(contents, with_ids=False) == []
+
+
+def test_anthropic_wants_tool_results_at_the_beginning_of_the_merged_user_turn() -> None:
+    """A user text merged in before the tool_result is rejected, as the Messages API does."""
+    call = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]}
+    result = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+    text_first = [{"role": "user", "content": "go"}, call, {"role": "user", "content": "hi?"},
+                  result]
+    (problem,) = validate_anthropic(text_first)
+    assert (problem.code, problem.index, problem.ids) == ("result_not_first", 2, ("toolu_1",))
+    assert "Did not find 1 `tool_result` block(s) at the beginning" in problem.message
+    result_first = [{"role": "user", "content": "go"}, call, result,
+                    {"role": "user", "content": "hi?"}]
+    assert validate_anthropic(result_first) == []

@@ -29,7 +29,9 @@ storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
 from __future__ import annotations
 
 import gc
+import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,7 +43,7 @@ from .event_access import ADK_EVENTS, STORED_JSON
 from .findings import classify
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
-from .observe import report_heal
+from .observe import report_heal, report_repair_run
 from .policy import HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
@@ -182,6 +184,8 @@ async def _apply(
     on_heal: Callable[[HealRecord], object] | None,
 ) -> RepairReport:
     entries: list[HealEntry] = []
+    written_by_reason: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
     # The plan and the scan report are long-lived by now: keep the collector from
     # walking them on every collection the writes trigger (measured on PostgreSQL:
     # 1,480 -> 1,624 heals/s, against 1,647 for the repair that held no plan).
@@ -190,10 +194,13 @@ async def _apply(
         for batch in _batches(plan.sessions, max(1, batch_size)):
             for result in await store.write(batch, ledger=ledger):
                 entries.append(HealEntry.of(result))
+                outcomes[result.outcome.value] += 1
                 if result.written:
-                    report_heal(result.heal.record, on_heal)
+                    written_by_reason[result.heal.record.reason] += 1
+                    report_heal(result.heal.record, on_heal, level=logging.DEBUG)
     finally:
         gc.unfreeze()
+        report_repair_run(str(plan.url), written_by_reason, outcomes)
     return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger)
 
 

@@ -234,9 +234,10 @@ def main() -> None:
     (ADK's SqliteSessionService), sqlite+aiosqlite:///sessions.db,
     postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db.
     """
-    # Each heal is also a WARNING record on the package logger, for services that
-    # collect logs; the CLI prints its own table, so without a configured handler
-    # those records must not fall through to Python's last-resort stderr handler.
+    # A repair run also logs on the package logger (a summary line, each heal at
+    # DEBUG), for services that collect logs; the CLI prints its own table, so
+    # without a configured handler those records must not fall through to
+    # Python's last-resort stderr handler.
     heal_logger = logging.getLogger("adk_session_heal")
     if not heal_logger.handlers:
         heal_logger.addHandler(logging.NullHandler())

@@ -5,7 +5,10 @@ once, never once per request: a session that is already healed reports
 nothing. One report is:
 
 * one WARNING record on the ``adk_session_heal`` logger, carrying the heal's
-  fields under ``record.adk_session_heal`` for structured handlers;
+  fields under ``record.adk_session_heal`` for structured handlers (a repair
+  run logs each heal at DEBUG instead, and one summary line per run with its
+  counts by reason and outcome, :func:`report_repair_run`: a 300k-heal run
+  is one line, not 300k);
 * OpenTelemetry, through ``opentelemetry-api`` (a no-op until an SDK is
   configured, as ADK's own telemetry is):
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
@@ -41,6 +44,7 @@ __all__ = [
     "HEALS_METRIC",
     "HEAL_SPAN",
     "report_heal",
+    "report_repair_run",
     "set_telemetry_providers",
 ]
 
@@ -140,15 +144,23 @@ def _record_telemetry(record: HealRecord) -> None:
     span.end(end_time=max(int(record.healed_at * 1e9), time.time_ns()))
 
 
-def report_heal(record: HealRecord, on_heal: Callable[[HealRecord], object] | None = None) -> None:
+def report_heal(
+    record: HealRecord,
+    on_heal: Callable[[HealRecord], object] | None = None,
+    *,
+    level: int = logging.WARNING,
+) -> None:
     """Logs one heal, counts it, traces it, and passes it to ``on_heal``.
 
     Args:
         record: The heal written.
         on_heal: The user's callback; an exception it raises is logged with its
             traceback and swallowed, so metrics can never break a session read.
+        level: The log record's level (a repair run passes ``DEBUG`` and logs
+            its summary with :func:`report_repair_run`).
     """
-    logger.warning(
+    logger.log(
+        level,
         "adk_session_heal: healed %d dead tool call(s) %s (%s) in app=%s user=%s session=%s"
         " with synthetic event %s [%s]",
         len(record.call_ids),
@@ -174,3 +186,30 @@ def report_heal(record: HealRecord, on_heal: Callable[[HealRecord], object] | No
     except Exception:
         logger.exception("adk_session_heal: the on_heal callback raised; heal %s kept",
                          record.synthetic_event_id)
+
+
+def report_repair_run(
+    url: str, written_by_reason: Mapping[str, int], outcomes: Mapping[str, int]
+) -> None:
+    """Logs the one summary line of a repair run (WARNING when it wrote heals, else INFO).
+
+    Args:
+        url: The database, as shown to users (password masked).
+        written_by_reason: Heals written, by reason (``superseded``, ``stale``).
+        outcomes: Planned heals by write outcome (``written``,
+            ``already_present``, ``session_changed``, ``session_deleted``).
+    """
+    written = sum(written_by_reason.values())
+
+    def counts(values: Mapping[str, int]) -> str:
+        return ", ".join(f"{key}={values[key]}" for key in sorted(values)) or "none"
+
+    logger.log(
+        logging.WARNING if written else logging.INFO,
+        "adk_session_heal: repair of %s wrote %d synthetic event(s) (by reason: %s; "
+        "by outcome: %s)",
+        url, written, counts(written_by_reason), counts(outcomes),
+        extra={"adk_session_heal": {"url": url, "written": written,
+                                    "written_by_reason": dict(written_by_reason),
+                                    "outcomes": dict(outcomes)}},
+    )

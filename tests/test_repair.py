@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sqlite3
@@ -366,3 +367,27 @@ async def test_apply_skips_sessions_that_moved_since_the_plan(adk_store: Store) 
         await ledger.close()
     assert report.to_json()["skipped"] == 2
     assert not (await scan(adk_store.url, now=NOW, stale_after=3600)).needs_healing
+
+
+async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One WARNING line per run with counts by reason and outcome; per-heal lines only at DEBUG."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, crashed_histories())
+        caplog.set_level(logging.DEBUG, logger="adk_session_heal")
+        report = await repair(store.url, policy=POLICY, now=NOW, ledger=False)
+        records = [r for r in caplog.records if r.name == "adk_session_heal"]
+        (summary,) = [r for r in records if r.levelno >= logging.INFO]
+        assert summary.levelno == logging.WARNING
+        assert summary.getMessage() == (
+            f"adk_session_heal: repair of {store.url} wrote 3 synthetic event(s) "
+            "(by reason: stale=1, superseded=2; by outcome: written=3)")
+        per_heal = [r for r in records if r.levelno == logging.DEBUG and "healed" in r.msg]
+        assert len(per_heal) == report.healed == 3
+        caplog.clear()
+        await repair(store.url, policy=POLICY, now=NOW + 60, ledger=False)
+        assert [(r.levelno, r.getMessage()) for r in caplog.records
+                if r.name == "adk_session_heal" and r.levelno >= logging.INFO] == [
+            (logging.INFO, f"adk_session_heal: repair of {store.url} wrote 0 synthetic event(s) "
+                           "(by reason: none; by outcome: none)")]

@@ -218,11 +218,26 @@ def test_healed_calls_never_trouble_a_provider(ops: list) -> None:
             assert after == [], provider
 
 
-@pytest.mark.xfail(reason="issue 11: a late real answer after the next user turn; healing the "
-                   "dead sibling splits the call from its merged Anthropic turn", strict=True)
-def test_healing_a_dead_sibling_of_a_late_answered_call_keeps_anthropic_happy() -> None:
-    """Known bug, found by the property test above: healing makes this history worse."""
-    from adk_session_heal.validators import provider_problems
+def test_healing_a_dead_sibling_of_a_late_answered_call_leaves_only_the_late_answer_misplaced(
+) -> None:
+    """Stored order: what still fails is the real late answer; ADK's own request passes every rule.
+
+    Found by the property test above (it was a strict xfail): a call event with
+    two calls, a text reply, the next user turn, then the late real answer of
+    the first call. Healing the dead second call cannot move the stored late
+    answer, so the stored order keeps that answer's problems, and only those;
+    the request ADK builds from it (its rearranger moves the late answer next
+    to its call) passes every provider rule.
+    """
+    from google.adk.flows.llm_flows.contents import _get_contents
+
+    from adk_session_heal.validators import PROVIDERS, provider_problems
 
     events = build([("call", 2, "plain"), ("text",), ("user",), ("answer", 0)]).events
-    assert provider_problems(heal(events), "anthropic") == []
+    healed = heal(events)
+    late, dead = (p.function_call.id for p in events[1].content.parts if p.function_call)
+    assert [c.call_id for c in classify(events, now=NOW).dead] == [dead]
+    request = _get_contents(None, healed, events[1].author, preserve_function_call_ids=True)
+    for provider in PROVIDERS:
+        assert all(late in p.ids for p in provider_problems(healed, provider)), provider
+        assert provider_problems(request, provider) == [], provider

@@ -15,22 +15,23 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .adk_services import register_healing_session_services
-from .bulk import RepairPlan, apply_plan, plan_repair, repair, scan
-from .errors import HealError, StoreError
-from .event_access import HEAL_METADATA_KEY
-from .findings import CallStatus, SessionFindings, classify
-from .heal_record import HealRecord
-from .ledger import SqlHealLedger
-from .plugin import ContextWindow, ToolAwareContextFilterPlugin
-from .policy import HealPolicy
-from .scan_report import RepairReport, ScanReport
-from .service import HealingSessionService
-from .session_key import SessionKey
-from .store import SessionFilter
-from .validators import Problem, provider_problems, validate
+if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.x` stays light
+    from .adk_services import register_healing_session_services
+    from .bulk import RepairPlan, apply_plan, plan_repair, repair, scan
+    from .errors import HealError, StoreError
+    from .event_access import HEAL_METADATA_KEY
+    from .findings import CallStatus, SessionFindings, classify
+    from .heal_record import HealRecord
+    from .ledger import SqlHealLedger
+    from .plugin import ContextWindow, ToolAwareContextFilterPlugin
+    from .policy import HealPolicy
+    from .scan_report import RepairReport, ScanReport
+    from .service import HealingSessionService
+    from .session_key import SessionKey
+    from .store import SessionFilter
+    from .validators import Problem, provider_problems, validate
 
 __all__ = [
     "CallStatus",
@@ -104,8 +105,44 @@ _MOVED = {
 """Names the package root exported before, and the submodule each lives in now."""
 
 
+_PUBLIC = {
+    "CallStatus": "findings",
+    "ContextWindow": "plugin",
+    "HEAL_METADATA_KEY": "event_access",
+    "HealError": "errors",
+    "HealPolicy": "policy",
+    "HealRecord": "heal_record",
+    "HealingSessionService": "service",
+    "Problem": "validators",
+    "RepairPlan": "bulk",
+    "RepairReport": "scan_report",
+    "ScanReport": "scan_report",
+    "SessionFilter": "store",
+    "SessionFindings": "findings",
+    "SessionKey": "session_key",
+    "SqlHealLedger": "ledger",
+    "StoreError": "errors",
+    "ToolAwareContextFilterPlugin": "plugin",
+    "apply_plan": "bulk",
+    "classify": "findings",
+    "plan_repair": "bulk",
+    "provider_problems": "validators",
+    "register_healing_session_services": "adk_services",
+    "repair": "bulk",
+    "scan": "bulk",
+    "validate": "validators",
+}
+"""The submodule of each public name: imported on the name's first use, so importing
+one submodule (``adk_session_heal.register`` in ``adk web``) loads only what it needs."""
+
+
 def __getattr__(name: str) -> Any:
-    """Serves a moved name, with a ``DeprecationWarning``, until the next minor release."""
+    """Serves a public name from its submodule, and a moved one with a ``DeprecationWarning``."""
+    public = _PUBLIC.get(name)
+    if public is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{public}"), name)
+        globals()[name] = value
+        return value
     home = _MOVED.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -115,3 +152,8 @@ def __getattr__(name: str) -> Any:
         stacklevel=2,
     )
     return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def __dir__() -> list[str]:
+    """Lists the public names with the module's own."""
+    return sorted({*globals(), *__all__})

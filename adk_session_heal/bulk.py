@@ -49,7 +49,7 @@ from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
 from .store import SessionFilter, SessionStore, open_store
 from .store.ledger import missing_ledger_message
-from .store.migrations import head_revision
+from .store.ledger_table import LEDGER_HEAD_REVISION
 from .store.urls import StoreUrl
 
 __all__ = [
@@ -171,7 +171,7 @@ def _batches(
 
 async def _check_ledger(store: SessionStore) -> None:
     revision = await store.ledger_revision()
-    if revision != head_revision():
+    if revision != LEDGER_HEAD_REVISION:
         raise LedgerError(missing_ledger_message(store, revision))
 
 

@@ -7,6 +7,7 @@ call), against real services and databases.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -248,3 +249,24 @@ async def test_a_registered_ledger_records_the_heals_of_uri_built_services(
         assert (record.trigger.value, record.tool_names) == ("append", ("get_weather",))
     finally:
         await ledger.close()
+
+
+def test_the_registration_import_loads_no_alembic_rich_or_cli_and_logs_nothing() -> None:
+    """`import adk_session_heal.register` (adk web's services.py) stays light and quiet."""
+    probe = (
+        "import logging, sys\n"
+        "import google.adk.cli.fast_api\n"  # adk web has loaded its server before services.py
+        "before = set(sys.modules)\n"
+        "records = []\n"
+        "logging.basicConfig(level=logging.DEBUG)\n"
+        "logging.getLogger().addHandler(type('H', (logging.Handler,), "
+        "{'emit': lambda self, r: records.append(r)})())\n"
+        "import adk_session_heal.register\n"
+        "added = set(sys.modules) - before\n"
+        "heavy = [m for m in ('alembic', 'rich', 'click', 'adk_session_heal.cli',"
+        " 'adk_session_heal.bulk', 'adk_session_heal.migrate') if m in added]\n"
+        "print(heavy, [r.name for r in records if r.levelno >= logging.INFO])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.strip() == "[] []"

@@ -80,3 +80,10 @@ def test_adk_sqlite_file_stays_adk_sqlite(tmp_path: Path) -> None:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == {"app_states", "user_states", "sessions", "events",
                       "adk_session_heal_ledger", "adk_session_heal_alembic_version"}
+
+
+def test_the_head_revision_known_without_alembic_is_the_scripts_head() -> None:
+    """LEDGER_HEAD_REVISION (read where Alembic is not loaded) names the newest migration script."""
+    from adk_session_heal.store.ledger_table import LEDGER_HEAD_REVISION
+
+    assert migrate.head_revision() == LEDGER_HEAD_REVISION

@@ -39,13 +39,13 @@ from ..errors import LedgerError
 from ..heal_record import HealRecord
 from .driver_errors import translate_error
 from .ledger_table import (
+    LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
     insert_ledger_rows,
     ledger_row,
     read_ledger_revision,
     record_from_row,
 )
-from .migrations import head_revision
 from .urls import StoreUrl, parse_store_url
 
 __all__ = ["SqlHealLedger", "missing_ledger_message", "read_ledger_revision"]
@@ -59,7 +59,7 @@ def missing_ledger_message(url: object, revision: str | None) -> str:
             "to create it (or pass --no-ledger to repair without an audit trail)"
         )
     return (
-        f"the heal ledger in {url} is at revision {revision!r}, not {head_revision()!r}: "
+        f"the heal ledger in {url} is at revision {revision!r}, not {LEDGER_HEAD_REVISION!r}: "
         "run `adk-session-heal db upgrade URL`"
     )
 
@@ -156,7 +156,7 @@ class SqlHealLedger:
                 await insert_ledger_rows(own, rows)
         except SQLAlchemyError as exc:
             revision = await self.revision()
-            if revision != head_revision():
+            if revision != LEDGER_HEAD_REVISION:
                 raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
             raise LedgerError(
                 f"cannot record heals in {self._where()}: {type(exc).__name__}"
@@ -175,7 +175,7 @@ class SqlHealLedger:
     async def check(self) -> None:
         """Raises :class:`LedgerError` unless the ledger is installed and current."""
         revision = await self.revision()
-        if revision != head_revision():
+        if revision != LEDGER_HEAD_REVISION:
             raise LedgerError(missing_ledger_message(self._where(), revision))
 
     async def history(

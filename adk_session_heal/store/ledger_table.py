@@ -36,6 +36,7 @@ from ..heal_record import HealRecord, HealTrigger
 from .dialects import insert_ignoring_duplicates
 
 __all__ = [
+    "LEDGER_HEAD_REVISION",
     "LEDGER_TABLE",
     "LEDGER_TABLE_NAME",
     "LEDGER_VERSION_TABLE",
@@ -49,6 +50,9 @@ LEDGER_TABLE_NAME = "adk_session_heal_ledger"
 """Name of the ledger table."""
 
 LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
+
+LEDGER_HEAD_REVISION = "0001"
+"""The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 """Name of the table where this package's migrations keep their revision."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH

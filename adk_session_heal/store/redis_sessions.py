@@ -62,8 +62,7 @@ from .base import (
     stores_as_adk_does,
 )
 from .driver_errors import translate_error
-from .ledger_table import ledger_row, record_from_row
-from .migrations import head_revision
+from .ledger_table import LEDGER_HEAD_REVISION, ledger_row, record_from_row
 from .redis_values import parse_session_value, with_heals
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
@@ -288,7 +287,7 @@ class RedisStore(SessionStore):
 
     async def ledger_revision(self) -> str | None:
         """The ledger is a hash created on first write: always current, never migrated."""
-        return head_revision()
+        return LEDGER_HEAD_REVISION
 
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False

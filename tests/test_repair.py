@@ -317,20 +317,21 @@ async def test_batched_insert_reports_exactly_what_it_wrote(kind: str, tmp_path:
 async def test_repair_reports_each_heal_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Like the wrapper, repair reports every heal it writes: one warning, one callback."""
-    import logging
-
+    """Like the wrapper, repair reports every heal it writes: one DEBUG record, one callback."""
     store = Store("db_sqlite", f"sqlite+aiosqlite:///{tmp_path / 'db.db'}")
     await fill(store, crashed_histories())
     await migrate.upgrade(store.url)
-    caplog.set_level(logging.WARNING, logger="adk_session_heal")
+    caplog.set_level(logging.DEBUG, logger="adk_session_heal")
     seen: list[Any] = []
     first = await repair(store.url, policy=POLICY, now=NOW, on_heal=seen.append)
-    warnings = [r for r in caplog.records if r.name == "adk_session_heal"]
+    per_heal = [r for r in caplog.records
+                if r.name == "adk_session_heal" and hasattr(r, "adk_session_heal")
+                and "trigger" in r.adk_session_heal]
     assert [r.synthetic_event_id for r in seen] == [h.record.synthetic_event_id
                                                     for h in first.heals]
-    assert len(warnings) == len(first.heals) == 3
-    assert {w.adk_session_heal["trigger"] for w in warnings} == {"repair"}  # type: ignore[attr-defined]
+    assert len(per_heal) == len(first.heals) == 3
+    assert {r.levelno for r in per_heal} == {logging.DEBUG}
+    assert {r.adk_session_heal["trigger"] for r in per_heal} == {"repair"}  # type: ignore[attr-defined]
     await repair(store.url, policy=POLICY, now=NOW + 60, on_heal=seen.append)
     assert len(seen) == 3
 

@@ -57,7 +57,10 @@ def supersession_boundary(
     """Finds the newest invocation and where its uninterrupted tail starts.
 
     Events that do not speak for an invocation (partial, compaction summaries,
-    events without an invocation id) are not counted. Events a rewind annulled
+    events without an invocation id, and our own heals: a heal stored after
+    later turns, as the ``append_event`` path stores it, carries its call's
+    older invocation and proves nothing ran after the newest one) are not
+    counted. Events a rewind annulled
     still count: they prove that another invocation ran after a call, and the
     rewind event itself belongs to a new invocation.
 
@@ -74,7 +77,8 @@ def supersession_boundary(
     last = -1
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
-        if access.is_partial(event) or access.is_compaction(event):
+        if (access.is_partial(event) or access.is_compaction(event)
+                or access.heal_marker(event) is not None):
             continue
         invocation = access.invocation_id(event)
         if not invocation:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from adk_session_heal.findings import CallStatus, PendingReason, classify
+from adk_session_heal.healing import build_heal_event, plan_heals
+from adk_session_heal.policy import HealPolicy
 from adk_session_heal.testing import History
 
 NOW = 1_700_001_000.0
+KEY = {"app_name": "app", "user_id": "u", "session_id": "s"}
 
 
 def statuses(history: History, **kwargs: float) -> list[tuple[str | None, CallStatus]]:
@@ -220,3 +223,19 @@ def test_superseded_matches_adk_provably_dead_call_ids(ops: list) -> None:
     pending = {c.call_id for c in findings.calls if c.status is CallStatus.PENDING}
     assert ours <= adk_dead
     assert adk_dead - ours <= pending
+
+
+def test_a_heal_stored_after_later_turns_does_not_supersede_the_newest_invocation() -> None:
+    """An appended heal carries an older invocation: the newest one's live call stays in flight."""
+    h = History(start=NOW - 100)
+    h.user("first")
+    h.calls("a", "b")
+    h.user("second")
+    live = h.call("c")
+    h.calls("slow", long_running=True)
+    (plan,) = plan_heals(h.events[:3], classify(h.events[:3], now=NOW), **KEY)
+    appended = [*h.events, build_heal_event(plan, HealPolicy(), healed_at=NOW)]
+    by_id = {c.call_id: c.status for c in classify(appended, now=NOW).calls}
+    assert by_id[live] is CallStatus.IN_FLIGHT
+    assert {by_id[i] for i in plan.call_ids} == {CallStatus.ANSWERED}
+    assert CallStatus.SUPERSEDED not in by_id.values()

@@ -19,7 +19,7 @@ ADK's ``SqliteSessionService``, ``InMemorySessionService``, ADK's
 ``RedisSessionService``, and the append fallback (an in-memory service that
 overrides ``append_event``, so the wrapper may only write through it).
 
-The default run is small (``FUZZ_STORES_EXAMPLES``, default 6 per layout,
+The default run is small (``FUZZ_STORES_EXAMPLES``, default 4 per layout,
 plus the explicit examples); set ``FUZZ_STORES_EXAMPLES=200`` for a long hunt.
 """
 
@@ -64,7 +64,7 @@ NOW = 1_700_100_000.0
 
 USER = "fuzz-user"
 LAYOUTS = ["memory", "append", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb", "redis"]
-EXAMPLES = int(os.environ.get("FUZZ_STORES_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("FUZZ_STORES_EXAMPLES", "4"))
 
 STALE_AFTER = {"superseded only": None, "stale after 1 s": 1.0, "in flight": 1e7}
 """Policies: heal only superseded calls; also the newest invocation's; ``stale_after`` set
@@ -264,6 +264,12 @@ class Baseline:
         return {call_id for _, call_id in self.dead} - others
 
     @property
+    def shared_ids(self) -> set[str]:
+        """Ids that two or more calls of one event carry."""
+        counts = Counter((c.event_id, c.call_id) for c in self.findings.calls if c.call_id)
+        return {str(call_id) for (_, call_id), n in counts.items() if n > 1}
+
+    @property
     def live_siblings(self) -> set[str]:
         """Ids of the calls that are not dead in call events holding a dead call."""
         dead_events = {event_id for event_id, _ in self.dead}
@@ -321,16 +327,20 @@ def check_session(base: Baseline, stored: list[Event], stale_after: float | None
         assert positions[heal.id] > positions[call_event.id], (
             f"heal {heal.id} is read before its call{where}")
 
-    assert not classify(stored, now=NOW, stale_after=stale_after).needs_healing, (
-        f"dead calls left after healing{where}")
+    left = classify(stored, now=NOW, stale_after=stale_after).dead
+    if not positional and not STRICT:  # known gap: see the append entry of known_gap
+        newest = base.events[-1].invocation_id
+        left = tuple(c for c in left if c.invocation_id != newest)
+    assert not left, f"dead calls left after healing: {left}{where}"
 
     if not positional:
         return  # the append fallback can only add heals after the newest event
-    clean = base.clean_dead_ids
+    clean = base.clean_dead_ids - (set() if STRICT else crowded_calls(base, stored))
     for provider in PROVIDERS:
         after = [p for p in provider_problems(stored, provider)  # type: ignore[arg-type]
                  if p.code != "turn_order"]  # a turn order problem is the history's own
-        on_dead = [p for p in after if p.ids and set(p.ids) <= clean]
+        on_dead = [p for p in after if p.ids and set(p.ids) <= clean
+                   and not all(known_gap(base, provider, p.code, i) for i in p.ids)]
         assert on_dead == [], f"{provider} still rejects healed calls: {on_dead}{where}"
         added = +(problem_keys(stored, provider) - base.problems[provider])
         tolerated = {key for key in added if known_gap(base, provider, *key)}
@@ -342,6 +352,27 @@ def check_session(base: Baseline, stored: list[Event], stale_after: float | None
 
 
 STRICT = os.environ.get("FUZZ_STORES_STRICT") == "1"
+
+
+def crowded_calls(base: Baseline, stored: Sequence[Event]) -> set[str]:
+    """Dead call ids whose heal is read after the event that followed the call.
+
+    Known gap: when the call and the next stored event tie or are under 2 µs apart,
+    the heal goes 1 µs after the call (never before it), which sorts after that next
+    event on the SQL and SQLite layouts; the raw history then fails every provider
+    (ADK's request builder moves the response back).
+    """
+    positions = {e.id: i for i, e in enumerate(stored)}
+    originals = [e for e in stored if heal_marker(e) is None]
+    crowded: set[str] = set()
+    for heal in stored:
+        marker = heal_marker(heal)
+        if marker is None:
+            continue
+        at = next(i for i, e in enumerate(originals) if e.id == marker["call_event_id"])
+        if at + 1 < len(originals) and positions[heal.id] > positions[originals[at + 1].id]:
+            crowded.update(marker["call_ids"])
+    return crowded
 """``FUZZ_STORES_STRICT=1`` tolerates no known gap (see :func:`known_gap`)."""
 
 
@@ -355,6 +386,13 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
     * Anthropic, the same live sibling answered after another model event (the strict
       xfail in ``test_healing.py``): the heal splits the call from the turn Anthropic
       merges it into, so the sibling's result no longer follows its ``tool_use``.
+    * (not here) a heal read after the next event, see :func:`crowded_calls`; and on
+      the append fallback, a heal appended after the newest invocation's events carries
+      its call's older invocation id, so the newest invocation's in-flight or pending
+      calls read as superseded afterwards (``check_session`` tolerates those).
+    * OpenAI Responses, parallel calls sharing one id: each gets its own answer, but
+      outputs pair by ``call_id``, so one call reads as unanswered and the other as
+      answered twice (a ``call_id`` must be unique there; such a history cannot be sent).
     """
     if STRICT:
         return False
@@ -362,6 +400,8 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
         return code in ("orphaned_result", "count_mismatch") and call_id in base.live_siblings
     if provider == "anthropic":
         return code in ("orphaned_result", "unanswered_call") and call_id in base.live_siblings
+    if provider == "openai_responses":
+        return code in ("duplicate_result", "unanswered_call") and call_id in base.shared_ids
     return False
 
 
@@ -480,16 +520,34 @@ SHAPES: dict[str, tuple[list[Op], float | None]] = {
 }
 """One literal history per ugly shape, run on every layout by :func:`test_ugly_shape`."""
 
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
-"""``(shape, layout)`` pairs that fail today, each with the issue-11 reason (strict xfail)."""
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    **{(shape, layout): "issue 11: call and next event tie or are < 2 µs apart, the heal is read "
+       "after the next event, so every provider rejects the raw history"
+       for shape, layout in [("tie", "adk_sqlite"), ("tie", "db_sqlite"), ("tie", "db_postgres"),
+                             ("tie", "db_mariadb"), ("sub_us", "adk_sqlite")]},
+    **{(shape, "append"): "issue 11: the appended heal carries its call's older invocation id, so "
+       "the newest invocation's in-flight/pending calls read as superseded afterwards"
+       for shape in ("in_flight_newest", "long_running_and_pending")},
+}
+"""``(shape, layout)`` pairs that fail today (with ``FUZZ_STORES_STRICT=1``), strict xfail."""
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-async def test_ugly_shape(fuzz_layout: FuzzLayout, shape: str,
-                          request: pytest.FixtureRequest) -> None:
-    """Each ugly shape, healed by repair, wrapper and plan+apply in turn: once, valid, stable."""
-    reason = KNOWN_FAILURES.get((shape, fuzz_layout.name))
-    if reason is not None:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+@pytest.mark.parametrize("stale_after", sorted({a for _, a in SHAPES.values()}, key=str))
+async def test_ugly_shapes_on_every_layout(fuzz_layout: FuzzLayout,
+                                           stale_after: float | None) -> None:
+    """Every ugly shape (one session each), healed by repair, wrapper, plan+apply: once, valid."""
+    sessions = [ops for name, (ops, after) in sorted(SHAPES.items())
+                if after == stale_after and (name, fuzz_layout.name) not in KNOWN_FAILURES]
+    await run_example(fuzz_layout, sessions, NOW - 9_000 + 0.1234565, stale_after, ALL_STEPS)
+
+
+@pytest.mark.parametrize(("shape", "fuzz_layout"), sorted(KNOWN_FAILURES), indirect=["fuzz_layout"])
+async def test_known_failing_shape(fuzz_layout: FuzzLayout, shape: str,
+                                   monkeypatch: pytest.MonkeyPatch,
+                                   request: pytest.FixtureRequest) -> None:
+    """A shape that fails today on one layout, checked strictly (pins the gap until fixed)."""
+    request.applymarker(pytest.mark.xfail(reason=KNOWN_FAILURES[shape, fuzz_layout.name],
+                                          strict=True))
+    monkeypatch.setattr(f"{__name__}.STRICT", True)
     ops, stale_after = SHAPES[shape]
     await run_example(fuzz_layout, [ops], NOW - 9_000 + 0.1234565, stale_after, ALL_STEPS)

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import pytest
 from conftest import close_redis
 from google.adk.events.event import Event
+from google.adk.flows.llm_flows.contents import _get_contents
 from google.adk.sessions import (
     BaseSessionService,
     DatabaseSessionService,
@@ -270,6 +271,15 @@ class Baseline:
         return {str(call_id) for (_, call_id), n in counts.items() if n > 1}
 
     @property
+    def reused_ids(self) -> set[str]:
+        """Ids that calls of two or more events carry."""
+        events_by_id: dict[str, set[str]] = {}
+        for c in self.findings.calls:
+            if c.call_id:
+                events_by_id.setdefault(c.call_id, set()).add(c.event_id)
+        return {call_id for call_id, events in events_by_id.items() if len(events) > 1}
+
+    @property
     def live_siblings(self) -> set[str]:
         """Ids of the calls that are not dead in call events holding a dead call."""
         dead_events = {event_id for event_id, _ in self.dead}
@@ -328,14 +338,24 @@ def check_session(base: Baseline, stored: list[Event], stale_after: float | None
             f"heal {heal.id} is read before its call{where}")
 
     left = classify(stored, now=NOW, stale_after=stale_after).dead
-    if not positional and not STRICT:  # known gap: see the append entry of known_gap
-        newest = base.events[-1].invocation_id
-        left = tuple(c for c in left if c.invocation_id != newest)
     assert not left, f"dead calls left after healing: {left}{where}"
 
+    # What the model is sent: ADK's own request builder over the stored events.
+    # No provider may reject a healed call there, on any layout.
+    request = _get_contents(None, stored, "assistant", preserve_function_call_ids=True)
+    healed_ids = {call_id for _, call_id in base.dead}
+    if not positional:  # ADK moves a late response to the call of its id; with an id reused
+        healed_ids -= base.reused_ids  # by several call events it cannot tell which one
+    for provider in PROVIDERS:
+        sent = [p for p in provider_problems(request, provider)  # type: ignore[arg-type]
+                if p.code != "turn_order" and p.ids and set(p.ids) <= healed_ids
+                and not set(p.ids) & base.shared_ids]
+        assert sent == [], f"{provider} rejects ADK's request for healed calls: {sent}{where}"
+
     if not positional:
-        return  # the append fallback can only add heals after the newest event
-    clean = base.clean_dead_ids - (set() if STRICT else crowded_calls(base, stored))
+        return  # stored order: the append fallback can only add heals after the newest event
+    crowded = set() if STRICT else crowded_calls(base, stored)
+    clean = base.clean_dead_ids - crowded
     for provider in PROVIDERS:
         after = [p for p in provider_problems(stored, provider)  # type: ignore[arg-type]
                  if p.code != "turn_order"]  # a turn order problem is the history's own
@@ -343,7 +363,8 @@ def check_session(base: Baseline, stored: list[Event], stale_after: float | None
                    and not all(known_gap(base, provider, p.code, i) for i in p.ids)]
         assert on_dead == [], f"{provider} still rejects healed calls: {on_dead}{where}"
         added = +(problem_keys(stored, provider) - base.problems[provider])
-        tolerated = {key for key in added if known_gap(base, provider, *key)}
+        tolerated = {key for key in added
+                     if key[1] in crowded or known_gap(base, provider, *key)}
         assert set(added) <= tolerated, (
             f"healing added {provider} problems {dict(added)}{where}")
         if all(call_id in clean for code, call_id in base.problems[provider]
@@ -386,10 +407,9 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
     * Anthropic, the same live sibling answered after another model event (the strict
       xfail in ``test_healing.py``): the heal splits the call from the turn Anthropic
       merges it into, so the sibling's result no longer follows its ``tool_use``.
-    * (not here) a heal read after the next event, see :func:`crowded_calls`; and on
-      the append fallback, a heal appended after the newest invocation's events carries
-      its call's older invocation id, so the newest invocation's in-flight or pending
-      calls read as superseded afterwards (``check_session`` tolerates those).
+    * (not here) a heal read after the next event, see :func:`crowded_calls`.
+    In every case ``check_session`` also checks the request ADK builds from the stored
+    events, where no provider may reject a healed call.
     * OpenAI Responses, parallel calls sharing one id: each gets its own answer, but
       outputs pair by ``call_id``, so one call reads as unanswered and the other as
       answered twice (a ``call_id`` must be unique there; such a history cannot be sent).
@@ -520,34 +540,10 @@ SHAPES: dict[str, tuple[list[Op], float | None]] = {
 }
 """One literal history per ugly shape, run on every layout by :func:`test_ugly_shape`."""
 
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    **{(shape, layout): "issue 11: call and next event tie or are < 2 µs apart, the heal is read "
-       "after the next event, so every provider rejects the raw history"
-       for shape, layout in [("tie", "adk_sqlite"), ("tie", "db_sqlite"), ("tie", "db_postgres"),
-                             ("tie", "db_mariadb"), ("sub_us", "adk_sqlite")]},
-    **{(shape, "append"): "issue 11: the appended heal carries its call's older invocation id, so "
-       "the newest invocation's in-flight/pending calls read as superseded afterwards"
-       for shape in ("in_flight_newest", "long_running_and_pending")},
-}
-"""``(shape, layout)`` pairs that fail today (with ``FUZZ_STORES_STRICT=1``), strict xfail."""
-
-
 @pytest.mark.parametrize("stale_after", sorted({a for _, a in SHAPES.values()}, key=str))
 async def test_ugly_shapes_on_every_layout(fuzz_layout: FuzzLayout,
                                            stale_after: float | None) -> None:
     """Every ugly shape (one session each), healed by repair, wrapper, plan+apply: once, valid."""
     sessions = [ops for name, (ops, after) in sorted(SHAPES.items())
-                if after == stale_after and (name, fuzz_layout.name) not in KNOWN_FAILURES]
+                if after == stale_after]
     await run_example(fuzz_layout, sessions, NOW - 9_000 + 0.1234565, stale_after, ALL_STEPS)
-
-
-@pytest.mark.parametrize(("shape", "fuzz_layout"), sorted(KNOWN_FAILURES), indirect=["fuzz_layout"])
-async def test_known_failing_shape(fuzz_layout: FuzzLayout, shape: str,
-                                   monkeypatch: pytest.MonkeyPatch,
-                                   request: pytest.FixtureRequest) -> None:
-    """A shape that fails today on one layout, checked strictly (pins the gap until fixed)."""
-    request.applymarker(pytest.mark.xfail(reason=KNOWN_FAILURES[shape, fuzz_layout.name],
-                                          strict=True))
-    monkeypatch.setattr(f"{__name__}.STRICT", True)
-    ops, stale_after = SHAPES[shape]
-    await run_example(fuzz_layout, [ops], NOW - 9_000 + 0.1234565, stale_after, ALL_STEPS)

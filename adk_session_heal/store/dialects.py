@@ -38,7 +38,7 @@ async def prepare_write(conn: AsyncConnection) -> None:
 
 def _is_duplicate_key(exc: IntegrityError) -> bool:
     """Whether a MySQL/MariaDB integrity error says the row's key already exists."""
-    args = getattr(exc.orig, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(exc.orig, "args", ()))
     return bool(args) and args[0] in _MYSQL_DUPLICATE_KEY
 
 

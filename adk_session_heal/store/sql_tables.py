@@ -255,7 +255,7 @@ class SqlTablesStore(SessionStore):
         """Returns the redacted URL."""
         return str(self.url) if self.url is not None else "the session database"
 
-    def _error(self, exc: SQLAlchemyError, doing: str) -> Exception:
+    def _error(self, exc: Exception, doing: str) -> Exception:
         return translate_error(exc, self.url, doing) if self.url is not None else exc
 
     async def count_sessions(self, where: SessionFilter) -> int:
@@ -313,7 +313,7 @@ class SqlTablesStore(SessionStore):
                         for (_, heal), ok in zip(heals, written, strict=True) if ok])
                 lost = [key_heal for key_heal, ok in zip(heals, written, strict=True) if not ok]
                 stored = await self._read_back(conn, lost) if read_back and lost else {}
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's TimeoutError
             if ledger and await self.ledger_revision_or_none() is None:
                 raise LedgerError(missing_ledger_message(self, None)) from exc
             raise self._error(exc, "write to") from exc

@@ -37,10 +37,10 @@ schemes in :data:`HEALABLE_SCHEMES` (and any passed to
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from google.adk.cli.service_registry import ServiceRegistry, get_service_registry
 from google.adk.cli.utils.service_factory import create_session_service_from_options
@@ -49,7 +49,7 @@ from .errors import UnsupportedStoreError
 from .heal_record import HealRecord
 from .policy import HealPolicy
 from .service import HealingSessionService, HealLedger
-from .store.urls import parse_url_syntax
+from .store.urls import parse_url_syntax, redact_url
 
 __all__ = [
     "HEALABLE_SCHEMES",
@@ -61,6 +61,8 @@ __all__ = [
 
 HEAL_PREFIX = "heal+"
 """What turns a session URI ADK accepts into its healing variant."""
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 HEALABLE_SCHEMES: tuple[str, ...] = (
     "memory",
@@ -97,10 +99,11 @@ def inner_session_uri(uri: str) -> str:
     Raises:
         UnsupportedStoreError: ``uri`` has no ``heal+`` scheme prefix, or nothing after it.
     """
-    scheme = urlsplit(uri).scheme if "://" in uri else ""
+    found = _SCHEME.match(uri)
+    scheme = found.group(1).lower() if found else ""
     if not scheme.startswith(HEAL_PREFIX) or len(scheme) == len(HEAL_PREFIX):
         raise UnsupportedStoreError(
-            f"not a healing session URI: {uri.split('://', 1)[0]}://…; expected "
+            f"not a healing session URI: {redact_url(uri)!r}; expected "
             f"'{HEAL_PREFIX}' before a scheme ADK accepts, e.g. "
             f"'{HEAL_PREFIX}sqlite+aiosqlite:///sessions.db'"
         )

@@ -6,10 +6,17 @@ raises the package's own error, with the URL's password scrubbed from the text.
 
 from __future__ import annotations
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from ..errors import ReadOnlyStoreError, StoreError
 from .urls import StoreUrl
 
-__all__ = ["translate_error"]
+__all__ = ["CONNECT_ERRORS", "translate_error"]
+
+CONNECT_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, TypeError, ValueError)
+"""What opening a connection can raise: SQLAlchemy's and the network's errors, timeouts
+(``OSError``), and a URL query option the driver's ``connect()`` refuses (``TypeError``,
+``ValueError``)."""
 
 
 def translate_error(exc: BaseException, url: StoreUrl, doing: str) -> StoreError:

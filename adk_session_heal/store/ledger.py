@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import LedgerError
 from ..heal_record import HealRecord
-from .driver_errors import translate_error
+from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import (
     LEDGER_HEAD_REVISION,
@@ -177,7 +177,7 @@ class SqlHealLedger:
         try:
             async with self.engine.connect() as conn:
                 return await read_ledger_revision(conn)
-        except SQLAlchemyError as exc:
+        except CONNECT_ERRORS as exc:
             if self._url is None:
                 raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
             raise translate_error(exc, self._url, "read") from exc

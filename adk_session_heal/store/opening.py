@@ -29,14 +29,13 @@ from google.adk.sessions import (
 )
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy import inspect, text
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .adk_sqlite import AdkSqliteStore
 from .append import AppendStore
 from .base import Layout, SessionStore, stores_as_adk_does
-from .driver_errors import translate_error
+from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .memory import InMemoryStore
 from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
@@ -192,8 +191,7 @@ async def open_store(
     try:
         if store_url.sqlite_path is None:
             await _inspect_server(store_url, engine)
-    except (SQLAlchemyError, OSError, TypeError, ValueError) as exc:
-        # TypeError, ValueError: a URL query option the driver's connect() refuses.
+    except CONNECT_ERRORS as exc:
         await engine.dispose()
         raise translate_error(exc, store_url, "connect to") from exc
     except BaseException:

@@ -37,17 +37,19 @@ schemes in :data:`HEALABLE_SCHEMES` (and any passed to
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from google.adk.cli.service_registry import ServiceRegistry, get_service_registry
 from google.adk.cli.utils.service_factory import create_session_service_from_options
 
+from .errors import UnsupportedStoreError
 from .heal_record import HealRecord
 from .policy import HealPolicy
 from .service import HealingSessionService, HealLedger
+from .store.urls import parse_url_syntax, redact_url
 
 __all__ = [
     "HEALABLE_SCHEMES",
@@ -59,6 +61,8 @@ __all__ = [
 
 HEAL_PREFIX = "heal+"
 """What turns a session URI ADK accepts into its healing variant."""
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 HEALABLE_SCHEMES: tuple[str, ...] = (
     "memory",
@@ -93,12 +97,13 @@ def inner_session_uri(uri: str) -> str:
         The inner URI, e.g. ``sqlite+aiosqlite:///s.db``.
 
     Raises:
-        ValueError: ``uri`` has no ``heal+`` scheme prefix, or nothing after it.
+        UnsupportedStoreError: ``uri`` has no ``heal+`` scheme prefix, or nothing after it.
     """
-    scheme = urlsplit(uri).scheme
+    found = _SCHEME.match(uri)
+    scheme = found.group(1).lower() if found else ""
     if not scheme.startswith(HEAL_PREFIX) or len(scheme) == len(HEAL_PREFIX):
-        raise ValueError(
-            f"not a healing session URI: {uri.split('://', 1)[0]}://…; expected "
+        raise UnsupportedStoreError(
+            f"not a healing session URI: {redact_url(uri)!r}; expected "
             f"'{HEAL_PREFIX}' before a scheme ADK accepts, e.g. "
             f"'{HEAL_PREFIX}sqlite+aiosqlite:///sessions.db'"
         )
@@ -134,13 +139,25 @@ def healing_session_service_from_uri(
         The inner service ADK would build for the plain URI, wrapped.
 
     Raises:
-        ValueError: ``uri`` is not a healing URI.
+        UnsupportedStoreError: ``uri`` is not a healing URI, is malformed (see
+            :func:`~adk_session_heal.store.urls.parse_url_syntax`), or ADK
+            refuses it; the message shows it with its password masked.
     """
-    inner = create_session_service_from_options(
-        base_dir=Path(agents_dir) if agents_dir is not None else Path.cwd(),
-        session_service_uri=inner_session_uri(uri),
-        session_db_kwargs=dict(kwargs) or None,
-    )
+    inner_uri = inner_session_uri(uri)
+    parsed, redacted = parse_url_syntax(inner_uri)
+    try:
+        inner = create_session_service_from_options(
+            base_dir=Path(agents_dir) if agents_dir is not None else Path.cwd(),
+            session_service_uri=inner_uri,
+            session_db_kwargs=dict(kwargs) or None,
+        )
+    except (ValueError, TypeError, ImportError) as exc:  # ADK's (and SQLAlchemy's) refusals
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if parsed.password:
+            detail = detail.replace(parsed.password, "***")
+        raise UnsupportedStoreError(
+            f"ADK cannot build a session service from {redacted!r}: {detail[:200]}"
+        ) from exc
     return HealingSessionService(inner, policy, on_heal=on_heal, ledger=ledger)
 
 

@@ -48,6 +48,7 @@ from .policy import HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
 from .store import SessionFilter, SessionStore, open_store
+from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
 from .store.ledger_table import LEDGER_HEAD_REVISION
 from .store.urls import StoreUrl
@@ -211,6 +212,7 @@ async def scan(
     stale_after: float | None = DEFAULT_OLDER_THAN,
     now: float | None = None,
     progress: ScanProgress | None = None,
+    timeout: TimeoutArg = None,
 ) -> ScanReport:
     """Scans an ADK session database, read-only.
 
@@ -222,6 +224,9 @@ async def scan(
             counts as stale (dead); ``None``: only superseded calls are dead.
         now: The clock (default: the current time).
         progress: Receives progress.
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
 
     Returns:
         The report.
@@ -229,7 +234,7 @@ async def scan(
     Raises:
         StoreError: The URL or database cannot be used (one-line message).
     """
-    store = await open_store(url)
+    store = await open_store(url, timeout=timeout)
     try:
         report, _ = await _plan(
             store, where or SessionFilter(), None, now=time.time() if now is None else now,
@@ -247,6 +252,7 @@ async def plan_repair(
     policy: HealPolicy | None = None,
     now: float | None = None,
     progress: ScanProgress | None = None,
+    timeout: TimeoutArg = None,
 ) -> RepairPlan:
     """Scans a session database and plans the heal of every dead call; writes nothing.
 
@@ -257,6 +263,9 @@ async def plan_repair(
             :data:`DEFAULT_OLDER_THAN`) and the synthetic payload.
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
 
     Returns:
         The plan, to print or to pass to :func:`apply_plan`.
@@ -266,7 +275,7 @@ async def plan_repair(
     """
     policy = policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN)
     clock = time.time() if now is None else now
-    store = await open_store(url)
+    store = await open_store(url, timeout=timeout)
     try:
         report, sessions = await _plan(
             store, where or SessionFilter(), policy, now=clock,
@@ -278,18 +287,23 @@ async def plan_repair(
     return RepairPlan(store.url, report, tuple(sessions), clock)
 
 
-async def check_repairable(url: str | StoreUrl, *, ledger: bool = True) -> None:
+async def check_repairable(
+    url: str | StoreUrl, *, ledger: bool = True, timeout: TimeoutArg = None
+) -> None:
     """Raises the error :func:`apply_plan` would raise before it writes, without scanning.
 
     Args:
         url: The database.
         ledger: Also require the ledger (as ``apply_plan(ledger=True)`` does).
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
 
     Raises:
         StoreError: The URL or database cannot be used, or refuses writes.
         LedgerError: ``ledger`` is on and the ledger is missing or outdated.
     """
-    store = await open_store(url, writable=True)
+    store = await open_store(url, writable=True, timeout=timeout)
     try:
         if ledger:
             await _check_ledger(store)
@@ -303,6 +317,7 @@ async def apply_plan(
     ledger: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_heal: Callable[[HealRecord], object] | None = None,
+    timeout: TimeoutArg = None,
 ) -> RepairReport:
     """Writes a plan: the heals in batched transactions, with their ledger rows.
 
@@ -317,6 +332,9 @@ async def apply_plan(
             ledger must be installed (``db upgrade``) unless this is ``False``.
         batch_size: Synthetic events per transaction (whole sessions).
         on_heal: Called once per heal written, with its record.
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
 
     Returns:
         The report, with one entry per planned heal.
@@ -325,7 +343,7 @@ async def apply_plan(
         StoreError: The database cannot be used, or refuses writes.
         LedgerError: ``ledger`` is on and the ledger is missing or outdated.
     """
-    store = await open_store(plan.url, writable=True)
+    store = await open_store(plan.url, writable=True, timeout=timeout)
     try:
         if ledger:
             await _check_ledger(store)
@@ -345,6 +363,7 @@ async def repair(
     now: float | None = None,
     progress: ScanProgress | None = None,
     on_heal: Callable[[HealRecord], object] | None = None,
+    timeout: TimeoutArg = None,
 ) -> RepairReport:
     """Heals every dead call in a session database: :func:`plan_repair` + :func:`apply_plan`.
 
@@ -359,6 +378,9 @@ async def repair(
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
         on_heal: Called once per heal written, with its record.
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
 
     Returns:
         The report, with one entry per synthetic event.
@@ -369,7 +391,7 @@ async def repair(
     """
     policy = policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN)
     clock = time.time() if now is None else now
-    store = await open_store(url, writable=not dry_run)
+    store = await open_store(url, writable=not dry_run, timeout=timeout)
     try:
         if ledger and not dry_run:
             await _check_ledger(store)

@@ -97,6 +97,14 @@ def _older_than(command: F) -> F:
     )(command)
 
 
+def _timeout(command: F) -> F:
+    return click.option(
+        "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+        help="How long to wait for a database server, to connect and for each statement "
+        "[default: 10 to connect, 60 per statement].",
+    )(command)
+
+
 def _json_flag(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON (stable format 1).")(
         command
@@ -247,16 +255,18 @@ def main() -> None:
 @click.argument("url")
 @_filters
 @_older_than
+@_timeout
 @_json_flag
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                 older_than: float, as_json: bool) -> None:
+                 older_than: float, timeout: float | None, as_json: bool) -> None:
     """Report dead tool calls, read-only. Exit 0: clean, 1: needs healing, 2: error.
 
     Example: adk-session-heal scan sqlite:///.adk/session.db --older-than 1h
     """
     where = SessionFilter(app_name, user_id, session_id)
     report = _run(_with_progress(
-        as_json, lambda bar: scan(url, where=where, stale_after=older_than, progress=bar)))
+        as_json, lambda bar: scan(url, where=where, stale_after=older_than, progress=bar,
+                                  timeout=timeout)))
     if as_json:
         _print_json(report.to_json())
     else:
@@ -276,10 +286,11 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @click.option("--no-ledger", is_flag=True, help="Do not record heals in the heal ledger.")
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1),
               help="Synthetic events per transaction.")
+@_timeout
 @_json_flag
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
                    older_than: float, dry_run: bool, yes: bool, no_ledger: bool,
-                   batch_size: int, as_json: bool) -> None:
+                   batch_size: int, timeout: float | None, as_json: bool) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
@@ -293,9 +304,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         raise CliError("repair writes to the database: pass --yes to confirm "
                        "(or --dry-run to see what it would write)")
     if not dry_run:
-        _run(check_repairable(url, ledger=not no_ledger))
+        _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
     plan: RepairPlan = _run(_with_progress(as_json, lambda bar: plan_repair(
-        url, where=where, policy=policy, progress=bar)))
+        url, where=where, policy=policy, progress=bar, timeout=timeout)))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:
@@ -306,7 +317,8 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
             _print_repair(_console(), RepairReport.dry(plan.scan, plan.heals), preview=True)
             click.confirm(f"Write these {len(plan.heals)} synthetic events into {plan.url}?",
                           abort=True)
-        report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size))
+        report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
+                                 timeout=timeout))
     if as_json:
         _print_json(report.to_json())
     else:
@@ -316,18 +328,20 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
 @main.command("history")
 @click.argument("url")
 @_filters
+@_timeout
 @_json_flag
 def history_command(url: str, app_name: str | None, user_id: str | None,
-                    session_id: str | None, as_json: bool) -> None:
+                    session_id: str | None, timeout: float | None, as_json: bool) -> None:
     """Show what was healed, when and why (from the heal ledger).
 
     Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
     """
 
     async def read() -> tuple[str, list[Any]]:
-        store = await open_store(url)
+        store = await open_store(url, timeout=timeout)
         await store.close()
-        ledger = SqlHealLedger.from_url(url)
+        assert store.url is not None
+        ledger = SqlHealLedger.from_url(store.url, timeout=timeout)
         try:
             return str(store.url), await ledger.history(
                 app_name=app_name, user_id=user_id, session_id=session_id)
@@ -359,20 +373,22 @@ def db_group() -> None:
 @db_group.command("upgrade")
 @click.argument("url")
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
-def db_upgrade(url: str, revision: str) -> None:
+@_timeout
+def db_upgrade(url: str, revision: str, timeout: float | None) -> None:
     """Create or upgrade the heal ledger (Alembic, own version table).
 
     Example: adk-session-heal db upgrade sqlite:///.adk/session.db
     """
-    now = _run(migrate.upgrade(url, revision))
+    now = _run(migrate.upgrade(url, revision, timeout=timeout))
     click.echo(f"heal ledger at revision {now} (head {migrate.head_revision()})")
 
 
 @db_group.command("current")
 @click.argument("url")
-def db_current(url: str) -> None:
+@_timeout
+def db_current(url: str, timeout: float | None) -> None:
     """Print the heal ledger's revision ("none" when not installed). Read-only."""
-    now = _run(migrate.current(url))
+    now = _run(migrate.current(url, timeout=timeout))
     click.echo(f"heal ledger at revision {now or 'none'} (head {migrate.head_revision()})")
 
 

@@ -30,6 +30,7 @@ from adk_session_heal.adk_services import (
     inner_session_uri,
     register_healing_session_services,
 )
+from adk_session_heal.errors import UnsupportedStoreError
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.policy import HealPolicy
@@ -79,7 +80,7 @@ def test_inner_session_uri_drops_only_the_prefix(uri: str, inner: str) -> None:
 @pytest.mark.parametrize("uri", ["sqlite:///s.db", "heal+://x", "heal:sqlite:///s.db", ""])
 def test_inner_session_uri_rejects_a_uri_without_the_prefix(uri: str) -> None:
     """A URI that is not heal+<scheme> is refused with an example of one that is."""
-    with pytest.raises(ValueError, match=r"heal\+sqlite\+aiosqlite:///sessions.db"):
+    with pytest.raises(UnsupportedStoreError, match=r"heal\+sqlite\+aiosqlite:///sessions.db"):
         inner_session_uri(uri)
 
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Insert, Table
-from sqlalchemy.dialects import mysql, postgresql, sqlite
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Table, insert
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["insert_ignoring_duplicates", "prepare_write"]
+from ..errors import UnsupportedStoreError
+
+__all__ = ["insert_new_rows", "prepare_write"]
+
+_MYSQL_DUPLICATE_KEY = frozenset({1022, 1062, 1586})
+"""MySQL/MariaDB error codes that mean "a row with this key exists" (ER_DUP_KEY,
+ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME)."""
 
 
 async def prepare_write(conn: AsyncConnection) -> None:
@@ -26,20 +36,66 @@ async def prepare_write(conn: AsyncConnection) -> None:
         await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
-def insert_ignoring_duplicates(dialect: str, table: Table) -> Insert:
-    """Returns an ``INSERT`` into ``table`` that skips rows whose key exists.
+def _is_duplicate_key(exc: IntegrityError) -> bool:
+    """Whether a MySQL/MariaDB integrity error says the row's key already exists."""
+    args: tuple[Any, ...] = tuple(getattr(exc.orig, "args", ()))
+    return bool(args) and args[0] in _MYSQL_DUPLICATE_KEY
+
+
+async def insert_new_rows(
+    conn: AsyncConnection, table: Table, rows: Sequence[Mapping[str, Any]], key: Sequence[str]
+) -> list[bool]:
+    """Inserts rows into ``table``, keeping any row that already holds a row's key.
+
+    Only an existing key makes a row "already present": every other error (a
+    value too long for its column, a wrong type, a missing session) is raised,
+    never turned into a warning, so nothing is silently truncated or dropped.
+
+    * PostgreSQL and SQLite: one multi-row ``INSERT ... ON CONFLICT DO NOTHING
+      RETURNING <key>`` (SQLAlchemy's "insertmanyvalues"); the keys returned
+      are the rows written.
+    * MySQL/MariaDB: one plain ``INSERT`` per row; a duplicate-key error (1062)
+      means present. InnoDB undoes only the failed statement, so the
+      transaction (the re-check before, the ledger rows after) goes on.
+      ``INSERT IGNORE`` is not used: it also turns truncation and type errors
+      into warnings and writes the mangled row.
 
     Args:
-        dialect: The SQLAlchemy dialect name of the connection.
+        conn: A connection inside the caller's transaction.
         table: The table.
+        rows: The rows, each with every column of ``key``.
+        key: The columns of the table's primary key or unique constraint.
+
+    Returns:
+        For each row, whether this call wrote it.
 
     Raises:
-        ValueError: The dialect is not SQLite, PostgreSQL, MySQL or MariaDB.
+        UnsupportedStoreError: The dialect is not SQLite, PostgreSQL, MySQL or MariaDB.
+        sqlalchemy.exc.SQLAlchemyError: Any error other than an existing key.
     """
-    if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
+    if not rows:
+        return []
+    dialect = conn.dialect.name
     if dialect in ("mysql", "mariadb"):
-        return mysql.insert(table).prefix_with("IGNORE")
-    if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    raise ValueError(f"unsupported SQL dialect {dialect!r}")
+        statement = insert(table)
+        written: list[bool] = []
+        for row in rows:
+            try:
+                await conn.execute(statement, dict(row))
+            except IntegrityError as exc:
+                if not _is_duplicate_key(exc):
+                    raise
+                written.append(False)
+            else:
+                written.append(True)
+        return written
+    dialects = {"postgresql": postgresql, "sqlite": sqlite}
+    if dialect not in dialects:
+        raise UnsupportedStoreError(
+            f"unsupported SQL dialect {dialect!r}: use SQLite, PostgreSQL, MySQL or MariaDB"
+        )
+    returning = dialects[dialect].insert(table).on_conflict_do_nothing().returning(
+        *(table.c[name] for name in key))
+    result = await conn.execute(returning, [dict(row) for row in rows])
+    inserted = {tuple(found) for found in result}
+    return [tuple(row[name] for name in key) in inserted for row in rows]

@@ -33,11 +33,12 @@ from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import LedgerError
 from ..heal_record import HealRecord
-from .driver_errors import translate_error
+from .driver_errors import CONNECT_ERRORS, translate_error
+from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import (
     LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
@@ -94,11 +95,20 @@ class SqlHealLedger:
         self._url: StoreUrl | None = None
 
     @classmethod
-    def from_url(cls, url: str) -> SqlHealLedger:
-        """Opens the ledger of a session database given by URL (any accepted form)."""
-        store_url = parse_store_url(url)
-        ledger = cls(create_async_engine(store_url.sqlalchemy_url(writable=True)),
-                     owns_engine=True)
+    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None) -> SqlHealLedger:
+        """Opens the ledger of a session database given by URL (any accepted form).
+
+        Args:
+            url: The session database.
+            timeout: How long to wait for a database server (see
+                :func:`~adk_session_heal.store.open_store`).
+
+        Raises:
+            UnsupportedStoreError: The URL is not one this package reads.
+        """
+        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+        engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
+        ledger = cls(engine, owns_engine=True)
         ledger._url = store_url
         return ledger
 
@@ -167,7 +177,7 @@ class SqlHealLedger:
         try:
             async with self.engine.connect() as conn:
                 return await read_ledger_revision(conn)
-        except SQLAlchemyError as exc:
+        except CONNECT_ERRORS as exc:
             if self._url is None:
                 raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
             raise translate_error(exc, self._url, "read") from exc

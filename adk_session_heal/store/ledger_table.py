@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..heal_record import HealRecord, HealTrigger
-from .dialects import insert_ignoring_duplicates
+from .dialects import insert_new_rows
 
 __all__ = [
     "LEDGER_HEAD_REVISION",
@@ -80,6 +80,8 @@ LEDGER_TABLE = Table(
 )
 """The ledger table (revision ``0001``)."""
 
+_LEDGER_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
+
 
 def ledger_row(record: HealRecord) -> dict[str, Any]:
     """Returns the ledger row of one heal (without the surrogate ``id``)."""
@@ -116,15 +118,14 @@ def record_from_row(row: Any) -> HealRecord:
 
 
 async def insert_ledger_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
-    """Inserts heal-ledger rows in one statement, skipping heals already recorded.
+    """Inserts heal-ledger rows, skipping heals already recorded (any other error is raised).
 
     Args:
         conn: A connection inside the caller's transaction (the one that wrote
             the heals, so a heal and its record commit together).
         rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
     """
-    if rows:
-        await conn.execute(insert_ignoring_duplicates(conn.dialect.name, LEDGER_TABLE), rows)
+    await insert_new_rows(conn, LEDGER_TABLE, rows, _LEDGER_KEY)
 
 
 async def read_ledger_revision(conn: AsyncConnection) -> str | None:

@@ -24,9 +24,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from .driver_errors import translate_error
+from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import LEDGER_VERSION_TABLE
 from .urls import StoreUrl
 
@@ -68,18 +68,20 @@ def head_revision() -> str:
     return head
 
 
-async def _checked_url(url: str | StoreUrl, *, writable: bool) -> StoreUrl:
+async def _checked_url(url: str | StoreUrl, *, writable: bool, timeout: TimeoutArg) -> StoreUrl:
     from .opening import open_store  # opening imports the adapters, which import this
 
-    store = await open_store(url, writable=writable)
+    store = await open_store(url, writable=writable, timeout=timeout)
     await store.close()
     assert store.url is not None
     return store.url
 
 
-async def _run(url: str | StoreUrl, action: str, revision: str) -> str | None:
-    store_url = await _checked_url(url, writable=True)
-    engine = create_async_engine(store_url.sqlalchemy_url(writable=True))
+async def _run(
+    url: str | StoreUrl, action: str, revision: str, timeout: TimeoutArg
+) -> str | None:
+    store_url = await _checked_url(url, writable=True, timeout=timeout)
+    engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
 
     def run(sync_connection: Any) -> str | None:
         config = alembic_config(sync_connection)
@@ -101,33 +103,49 @@ async def _run(url: str | StoreUrl, action: str, revision: str) -> str | None:
         await engine.dispose()
 
 
-async def upgrade(url: str | StoreUrl, revision: str = "head") -> str | None:
+async def upgrade(
+    url: str | StoreUrl, revision: str = "head", *, timeout: TimeoutArg = None
+) -> str | None:
     """Upgrades the heal ledger's tables to ``revision``.
 
     Args:
         url: An ADK session database (checked like every other command's).
         revision: The target revision (default: the newest).
+        timeout: How long to wait for a database server (see
+            :func:`~adk_session_heal.store.open_store`).
 
     Returns:
         The revision now current.
     """
-    return await _run(url, "upgrade", revision)
+    return await _run(url, "upgrade", revision, timeout)
 
 
-async def downgrade(url: str | StoreUrl, revision: str) -> str | None:
+async def downgrade(
+    url: str | StoreUrl, revision: str, *, timeout: TimeoutArg = None
+) -> str | None:
     """Downgrades the heal ledger's tables to ``revision`` (``"base"`` drops them).
+
+    Args:
+        url: An ADK session database.
+        revision: The target revision.
+        timeout: How long to wait for a database server.
 
     Returns:
         The revision now current (``None`` at base).
     """
-    return await _run(url, "downgrade", revision)
+    return await _run(url, "downgrade", revision, timeout)
 
 
-async def current(url: str | StoreUrl) -> str | None:
-    """Returns the heal ledger's current revision (``None``: not installed). Read-only."""
+async def current(url: str | StoreUrl, *, timeout: TimeoutArg = None) -> str | None:
+    """Returns the heal ledger's current revision (``None``: not installed). Read-only.
+
+    Args:
+        url: An ADK session database.
+        timeout: How long to wait for a database server.
+    """
     from .opening import open_store
 
-    store = await open_store(url)
+    store = await open_store(url, timeout=timeout)
     try:
         return await store.ledger_revision()
     finally:

@@ -29,14 +29,14 @@ from google.adk.sessions import (
 )
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy import inspect, text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .adk_sqlite import AdkSqliteStore
 from .append import AppendStore
 from .base import Layout, SessionStore, stores_as_adk_does
-from .driver_errors import translate_error
+from .driver_errors import CONNECT_ERRORS, translate_error
+from .engines import TimeoutArg, Timeouts, create_store_engine
 from .memory import InMemoryStore
 from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
@@ -154,12 +154,18 @@ async def _inspect_server(url: StoreUrl, engine: AsyncEngine) -> None:
     _bad_schema(url, tables, columns, version)
 
 
-async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionStore:
+async def open_store(
+    url: str | StoreUrl, *, writable: bool = False, timeout: TimeoutArg = None
+) -> SessionStore:
     """Opens an ADK session database after checking its layout and schema.
 
     Args:
         url: The store URL (see :mod:`adk_session_heal.store.urls`).
         writable: Open for repair. Otherwise SQLite files are opened read-only.
+        timeout: How long to wait for a database server: seconds for both
+            connecting and each statement, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s to
+            connect, 60 s per statement).
 
     Returns:
         The opened store; ``await store.close()`` when done.
@@ -168,11 +174,12 @@ async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionS
         UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
             unknown schema, no ``redis`` package for a Redis URL.
         ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
-        StoreError: The database could not be reached.
+        StoreError: The database could not be reached or did not answer in time.
     """
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    timeouts = Timeouts.of(timeout)
     if store_url.backend == "redis":
-        return await open_redis_store(store_url, writable=writable)
+        return await open_redis_store(store_url, writable=writable, timeouts=timeouts)
     if writable and store_url.read_only:
         raise ReadOnlyStoreError(
             f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "
@@ -180,11 +187,11 @@ async def open_store(url: str | StoreUrl, *, writable: bool = False) -> SessionS
         )
     if store_url.sqlite_path is not None and _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
         return AdkSqliteStore.from_url(store_url)
-    engine = create_async_engine(store_url.sqlalchemy_url(writable=writable))
+    engine = create_store_engine(store_url, writable=writable, timeouts=timeouts)
     try:
         if store_url.sqlite_path is None:
             await _inspect_server(store_url, engine)
-    except (SQLAlchemyError, OSError) as exc:
+    except CONNECT_ERRORS as exc:
         await engine.dispose()
         raise translate_error(exc, store_url, "connect to") from exc
     except BaseException:

@@ -62,6 +62,7 @@ from .base import (
     stores_as_adk_does,
 )
 from .driver_errors import translate_error
+from .engines import Timeouts
 from .ledger_table import LEDGER_HEAD_REVISION, ledger_row, record_from_row
 from .redis_values import parse_session_value, with_heals
 from .urls import REDIS_KEY_PREFIX, StoreUrl
@@ -341,8 +342,15 @@ def _bad_option(url: StoreUrl, exc: Exception) -> UnsupportedStoreError:
     )
 
 
-async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
+async def open_redis_store(
+    url: StoreUrl, *, writable: bool, timeouts: Timeouts | None = None
+) -> RedisStore:
     """Connects to the Redis server a URL names.
+
+    Args:
+        url: A ``redis://`` or ``rediss://`` URL.
+        writable: Check that the server can heal (Redis 6.0+).
+        timeouts: How long to wait to connect and for each command.
 
     Raises:
         UnsupportedStoreError: redis-py is missing, the URL's options are not
@@ -352,7 +360,10 @@ async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
     redis_asyncio = _redis_asyncio()
     RedisError, _ = _redis_errors()
     try:
-        client = redis_asyncio.from_url(url.redis_url(), decode_responses=True)
+        waits = timeouts or Timeouts()
+        client = redis_asyncio.from_url(
+            url.redis_url(), decode_responses=True,
+            socket_connect_timeout=waits.connect, socket_timeout=waits.statement)
     except (ValueError, TypeError) as exc:
         raise _bad_option(url, exc) from exc
     try:

@@ -42,7 +42,7 @@ from .base import (
     discount_planned,
     outcomes,
 )
-from .dialects import insert_ignoring_duplicates, prepare_write
+from .dialects import insert_new_rows, prepare_write
 from .driver_errors import translate_error
 from .ledger import missing_ledger_message
 from .ledger_table import insert_ledger_rows, ledger_row, read_ledger_revision
@@ -54,7 +54,6 @@ __all__ = [
     "SqlTablesStore",
     "database_event_row",
     "heal_row",
-    "insert_database_events",
     "insert_database_events_batch",
 ]
 
@@ -62,6 +61,7 @@ DATABASE_EVENTS_TABLE: Table = cast(Table, StorageEvent.__table__)
 """ADK's ``events`` table (schema "1"), with ADK's own column types."""
 
 _EVENTS = DATABASE_EVENTS_TABLE
+_EVENT_KEY = ("app_name", "user_id", "session_id", "id")
 
 
 def database_event_row(
@@ -118,52 +118,23 @@ def heal_row(key: SessionKey, heal: Heal, call_column: datetime.datetime | None)
     }
 
 
-async def insert_database_events(
-    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
-) -> list[bool]:
-    """Inserts ``DatabaseSessionService`` event rows, skipping existing keys.
-
-    Args:
-        conn: A connection inside the caller's transaction.
-        rows: Rows from :func:`database_event_row`.
-
-    Returns:
-        For each row, whether this call wrote it.
-    """
-    statement = insert_ignoring_duplicates(conn.dialect.name, _EVENTS)
-    written: list[bool] = []
-    for row in rows:
-        result = await conn.execute(statement, row)
-        written.append(result.rowcount == 1)
-    return written
-
-
 async def insert_database_events_batch(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]]
 ) -> list[bool]:
-    """Like :func:`insert_database_events`, in one batched statement where possible.
+    """Inserts ``DatabaseSessionService`` event rows, keeping any row that holds the key.
 
-    On PostgreSQL and SQLite the rows go in one multi-row ``INSERT ... ON
-    CONFLICT DO NOTHING RETURNING`` (SQLAlchemy's "insertmanyvalues"), and the
-    returned keys say exactly which rows this call wrote. MySQL/MariaDB have no
-    ``RETURNING`` with ``INSERT IGNORE``, so there the rows go one by one.
+    See :func:`~adk_session_heal.store.dialects.insert_new_rows`: batched on
+    PostgreSQL and SQLite, one by one on MySQL/MariaDB; only an existing key
+    counts as present, any other error is raised.
 
     Args:
         conn: A connection inside the caller's transaction.
-        rows: Rows from :func:`database_event_row`.
+        rows: Rows from :func:`database_event_row` or :func:`heal_row`.
 
     Returns:
         For each row, whether this call wrote it.
     """
-    dialect = conn.dialect.name
-    if dialect not in ("postgresql", "sqlite") or not rows:
-        return await insert_database_events(conn, rows)
-    table = DATABASE_EVENTS_TABLE
-    key_columns = (table.c.app_name, table.c.user_id, table.c.session_id, table.c.id)
-    statement = insert_ignoring_duplicates(dialect, _EVENTS).returning(*key_columns)
-    result = await conn.execute(statement, list(rows))
-    written = {tuple(row) for row in result}
-    return [(r["app_name"], r["user_id"], r["session_id"], r["id"]) in written for r in rows]
+    return await insert_new_rows(conn, _EVENTS, rows, _EVENT_KEY)
 
 
 _PG_RECHECK = text("""
@@ -284,7 +255,7 @@ class SqlTablesStore(SessionStore):
         """Returns the redacted URL."""
         return str(self.url) if self.url is not None else "the session database"
 
-    def _error(self, exc: SQLAlchemyError, doing: str) -> Exception:
+    def _error(self, exc: Exception, doing: str) -> Exception:
         return translate_error(exc, self.url, doing) if self.url is not None else exc
 
     async def count_sessions(self, where: SessionFilter) -> int:
@@ -342,7 +313,7 @@ class SqlTablesStore(SessionStore):
                         for (_, heal), ok in zip(heals, written, strict=True) if ok])
                 lost = [key_heal for key_heal, ok in zip(heals, written, strict=True) if not ok]
                 stored = await self._read_back(conn, lost) if read_back and lost else {}
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's TimeoutError
             if ledger and await self.ledger_revision_or_none() is None:
                 raise LedgerError(missing_ledger_message(self, None)) from exc
             raise self._error(exc, "write to") from exc

@@ -26,13 +26,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..errors import UnsupportedStoreError
 
-__all__ = ["EXAMPLE_URLS", "REDIS_KEY_PREFIX", "StoreUrl", "parse_store_url", "redact_url"]
+__all__ = [
+    "EXAMPLE_URLS",
+    "REDIS_KEY_PREFIX",
+    "StoreUrl",
+    "parse_store_url",
+    "parse_url_syntax",
+    "redact_url",
+]
 
 EXAMPLE_URLS = (
     "sqlite:///.adk/session.db, sqlite+aiosqlite:///sessions.db, "
@@ -51,18 +59,60 @@ _REDIS_SCHEMES = ("redis", "rediss")
 REDIS_KEY_PREFIX = "adk:session:"
 """``RedisSessionServiceConfig.key_prefix``'s default: where ADK keeps sessions."""
 _KEY_PREFIX_QUERY = "key_prefix"
-_USERINFO = re.compile(r"(?P<scheme>[^:/?#]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
+_SCHEME = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*:/+")
+_QUERY_VALUE = re.compile(r"=[^&]*")
+_PORTS = range(1, 65536)
+
+
+def _mask_by_hand(url: str) -> tuple[str, str]:
+    """Masks what could be a password in a URL, without parsing it.
+
+    The user info is everything before the *last* ``@`` (a password may hold
+    ``@``, ``/``, ``?`` or ``:``); all of it after its first ``:`` is masked.
+    Without any ``@``, a "port" that is not a number is masked too
+    (``u:password/host`` is a password with ``@host`` forgotten). Query
+    values are masked.
+
+    Returns:
+        The masked URL, and the text masked as the password (``""``: none).
+    """
+    match = _SCHEME.match(url)
+    prefix = match.group(0) if match else ""
+    rest = url[len(prefix):]
+    secret = ""
+    if "@" in rest:
+        userinfo, _, rest = rest.rpartition("@")
+        user, colon, secret = userinfo.partition(":")
+        prefix += f"{user}:***@" if colon else f"{userinfo}@"
+    rest, question, query = rest.partition("?")
+    if not secret:
+        authority, slash, path = rest.partition("/")
+        host, colon, port = authority.rpartition(":")
+        if colon and port and not port.isdigit():
+            secret, rest = port, f"{host}:***{slash}{path}"
+    query = _QUERY_VALUE.sub("=REDACTED", query)
+    return f"{prefix}{rest}{question}{query}", secret
 
 
 def redact_url(url: str) -> str:
-    """Returns ``url`` with its password and query values masked; never raises."""
+    """Returns ``url`` with its password and query values masked; never raises.
+
+    A URL SQLAlchemy parses is shown as it renders it (password ``***``, query
+    values ``REDACTED``); one it cannot parse, or parses into something that
+    still shows the password (a stray ``@`` in it, a third slash before the
+    user), is masked by hand.
+    """
+    masked, secret = _mask_by_hand(url)
     try:
         parsed = make_url(url)
         if parsed.query:
             parsed = parsed.set(query={key: "REDACTED" for key in parsed.query})
-        return parsed.render_as_string(hide_password=True)
+        shown = parsed.render_as_string(hide_password=True)
     except Exception:  # the URL is being reported because it is broken
-        return _USERINFO.sub(r"\g<scheme>\g<user>:***@", url.split("?", 1)[0])
+        return masked
+    if (secret and secret in shown) or "@" in (parsed.host or ""):
+        return masked
+    return shown
 
 
 @dataclass(frozen=True)
@@ -157,26 +207,16 @@ def parse_store_url(url: str) -> StoreUrl:
             driver or an unsupported scheme, or a SQLite file that does not
             exist. The message says what to pass instead.
     """
-    redacted = redact_url(url)
-    if "://" not in url:
-        raise UnsupportedStoreError(
-            f"{redacted!r} is not a database URL: pass one such as {EXAMPLE_URLS}"
-        )
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:
-        raise UnsupportedStoreError(
-            f"cannot parse database URL {redacted!r}: pass one such as {EXAMPLE_URLS}"
-        ) from exc
+    parsed, redacted = parse_url_syntax(url)
     backend = parsed.get_backend_name()
     driver = parsed.drivername.partition("+")[2]
     if backend in _REDIS_SCHEMES:
         return _parse_redis(parsed, driver, redacted)
     if backend not in _ASYNC_DRIVERS:
         raise UnsupportedStoreError(
-            f"unsupported URL scheme {parsed.drivername!r}: the CLI reads ADK's SQL and Redis "
-            f"session stores ({EXAMPLE_URLS}); for other session services use "
-            "adk_session_heal.repair.scan_service()"
+            f"{redacted!r} has the unsupported URL scheme {parsed.drivername!r}: the CLI "
+            f"reads ADK's SQL and Redis session stores ({EXAMPLE_URLS}); for other session "
+            "services use adk_session_heal.repair.scan_service()"
         )
     if backend == "sqlite":
         return _parse_sqlite(parsed, driver, redacted)
@@ -189,7 +229,60 @@ def parse_store_url(url: str) -> StoreUrl:
         )
     if not parsed.database:
         raise UnsupportedStoreError(f"{redacted!r} names no database: add /DATABASE to the URL")
+    if driver == "asyncpg" and "sslmode" in parsed.query:
+        raise UnsupportedStoreError(
+            f"{redacted!r} has ?sslmode=, which asyncpg does not take: write ?ssl= instead "
+            "(e.g. ?ssl=require)"
+        )
     return StoreUrl(backend, None, False, False, redacted, parsed)
+
+
+def parse_url_syntax(url: str) -> tuple[URL, str]:
+    """Parses any database URL's syntax, whatever its scheme.
+
+    Refuses what would put a password where it can be shown: SQLAlchemy ends
+    the password at the first ``@`` (URL syntax at the last) and reads
+    ``scheme:///u:pw@h/db`` as database ``u:pw@h/db``, so the password would
+    reach the server, and its error texts, as a host or database name. Also
+    refuses a port outside 1-65535.
+
+    Args:
+        url: The URL.
+
+    Returns:
+        The parsed URL and its redacted form (:func:`redact_url`).
+
+    Raises:
+        UnsupportedStoreError: One line, with the URL redacted.
+    """
+    redacted = redact_url(url)
+    if "://" not in url:
+        raise UnsupportedStoreError(
+            f"{redacted!r} is not a database URL: pass one such as {EXAMPLE_URLS}"
+        )
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise UnsupportedStoreError(
+            f"cannot parse database URL {redacted!r}: pass one such as {EXAMPLE_URLS}"
+        ) from exc
+    if parsed.host and "@" in parsed.host:
+        raise UnsupportedStoreError(
+            f"{redacted!r} has more than one '@' before the host: write an '@' in the user "
+            "name or password as %40"
+        )
+    secret = _mask_by_hand(url)[1]
+    if secret and unquote(secret) != parsed.password:
+        raise UnsupportedStoreError(
+            f"cannot parse database URL {redacted!r}: write user and password as "
+            "scheme://user:password@host/database (characters such as @ / ? # as %40 %2F "
+            "%3F %23)"
+        )
+    if parsed.port is not None and parsed.port not in _PORTS:
+        raise UnsupportedStoreError(
+            f"{redacted!r} has port {parsed.port}, outside 1-65535: check the URL's port"
+        )
+    return parsed, redacted
 
 
 def _parse_sqlite(parsed: URL, driver: str, redacted: str) -> StoreUrl:

@@ -119,7 +119,7 @@ def test_heal_time_is_strictly_after_its_call_whatever_the_clocks(call_ts: float
 
 
 def test_a_heal_stored_before_its_call_still_answers_it() -> None:
-    """A heal that sorts before its call (a tie read back in the wrong order) is not healed again."""
+    """A heal that sorts before its call (a tie read back out of order) is not healed again."""
     h = crashed_parallel()
     (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
     heal = build_heal_event(plan, HealPolicy(), healed_at=NOW)

@@ -43,10 +43,10 @@ from adk_session_heal.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.session_key import SessionKey
-from adk_session_heal.testing import History
 from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.adk_sqlite import sqlite_heal_row
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row, heal_row
+from adk_session_heal.testing import History
 
 NOW = 1_700_100_000.0
 POLICY = HealPolicy(stale_after=3600)

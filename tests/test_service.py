@@ -130,7 +130,7 @@ async def test_second_reader_in_another_process_adds_nothing(store_factory: Serv
 async def test_ties_and_stepped_clocks_heal_once_after_the_call(
     store_factory: ServiceFactory, gap: float
 ) -> None:
-    """Call and next turn tied, µs apart or stepped back: one heal, read after its call, 5 reads add nothing."""
+    """Call and next turn tied, µs apart or clock stepped back: one heal after the call, once."""
     history = crashed_history()
     call = history.events[1]
     history.events[2].timestamp = call.timestamp + gap

@@ -14,12 +14,16 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as redis_asyncio
+from conftest import close_redis
+from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
+from servers import REDIS_URL, temporary_redis_prefix
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
@@ -33,6 +37,8 @@ from stores import (
     make_store,
 )
 from test_cli import assert_one_line_error, cli
+from test_redis_store import fill as redis_fill
+from test_redis_store import session_key, store_url
 
 from adk_session_heal import migrate
 from adk_session_heal.bulk import apply_plan, plan_repair, repair, scan
@@ -299,3 +305,50 @@ async def test_a_store_whose_rows_are_all_unreadable_fails_in_one_line(tmp_path:
         assert_one_line_error(cli("repair", store.url, "--dry-run"), "HealingSessionService")
         with pytest.raises(StoreError, match="none of the 8 stored events"):
             await scan(store.url, now=NOW)
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A fresh ADK key prefix on the real Redis, deleted after the test."""
+    async with temporary_redis_prefix() as fresh:
+        yield fresh
+
+
+async def test_damaged_redis_values_are_reported_and_skipped(prefix: str) -> None:
+    """Redis: a value that is not JSON, a binary one, an event that is not an object and an
+    event of the wrong shape are each reported and their sessions skipped; the rest heal."""
+    config = RedisSessionServiceConfig(uri=REDIS_URL, key_prefix=prefix)
+    service = RedisSessionService(config)
+    try:
+        await redis_fill(service)
+    finally:
+        await close_redis(service)
+    client = redis_asyncio.from_url(REDIS_URL)
+    try:
+        await client.set(session_key(prefix, "ok"), "gAAAAABl-not-json")
+        await client.set(session_key(prefix, "long"), os.urandom(40) + b"\xff")
+        for session_id, event in (("idless", "a string"), ("orphan", None)):
+            value = json.loads(await client.get(session_key(prefix, session_id)))
+            if event is None:
+                value["events"][1]["content"] = "hi"
+            else:
+                value["events"][1] = event
+            await client.set(session_key(prefix, session_id), json.dumps(value),
+                             keepttl=True)
+    finally:
+        await client.aclose()
+    url = store_url(prefix)
+    found = cli("scan", url, "--json")
+    assert found.exit_code == 1, found.output
+    document = json.loads(found.stdout)
+    rows = {d["session_id"]: (d["event_id"], d["problem"]) for d in document["damaged_rows"]}
+    assert rows == {
+        "ok": (None, "the value is not JSON (Expecting value: line 1 column 1 (char 0))"),
+        "long": (None, "the value is binary (41 bytes, not UTF-8 text)"),
+        "idless": (None, "events[1] is not a JSON object"),
+        "orphan": ("e-0002", "content is a string, not an object"),
+    }
+    assert {c["session_id"] for c in document["dead_calls"]} == {"dead", "stale", "parallel"}
+    healed = cli("repair", url, "--yes", "--json")
+    assert healed.exit_code == 3, healed.output
+    assert json.loads(healed.stdout)["healed"] == 3

@@ -154,9 +154,10 @@ def _read_value(
     """
     guessed = SessionKey(*(key[len(prefix):].split(":", 2) + ["", ""])[:3])
     try:
-        doc = json.loads(value)
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        doc = json.loads(raw.decode())
     except UnicodeDecodeError:
-        return guessed, None, f"the value is binary ({len(value):,} bytes, not UTF-8 text)"
+        return guessed, None, f"the value is binary ({len(raw):,} bytes, not UTF-8 text)"
     except ValueError as exc:
         return guessed, None, f"the value is not JSON ({str(exc).splitlines()[0][:80]})"
     if not isinstance(doc, dict):
@@ -392,7 +393,9 @@ async def open_redis_store(url: StoreUrl, *, writable: bool) -> RedisStore:
     redis_asyncio = _redis_asyncio()
     RedisError, _ = _redis_errors()
     try:
-        client = redis_asyncio.from_url(url.redis_url(), decode_responses=True)
+        # surrogateescape: a binary value reads as text that is reported damaged, not a crash.
+        client = redis_asyncio.from_url(url.redis_url(), decode_responses=True,
+                                        encoding_errors="surrogateescape")
     except (ValueError, TypeError) as exc:
         raise _bad_option(url, exc) from exc
     try:

@@ -40,7 +40,7 @@ per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from google.adk.events.event import Event
@@ -148,14 +148,8 @@ class DamagedEntry:
     problem: str
 
     def to_json(self) -> dict[str, Any]:
-        """Returns the entry's JSON object."""
-        return {
-            "app_name": self.app_name,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "event_id": self.event_id,
-            "problem": self.problem,
-        }
+        """Returns the entry's JSON object (its fields, in order)."""
+        return asdict(self)
 
 
 @dataclass

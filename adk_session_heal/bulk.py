@@ -34,12 +34,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from google.adk.sessions import BaseSessionService
 
-from .errors import LedgerError
-from .event_access import ADK_EVENTS, STORED_JSON
+from .errors import LedgerError, StoreError
+from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import classify
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
@@ -47,7 +47,7 @@ from .observe import report_heal, report_repair_run
 from .policy import HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
-from .store import SessionFilter, SessionStore, open_store
+from .store import DamagedRow, SessionFilter, SessionStore, open_store
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
 from .store.ledger_table import LEDGER_HEAD_REVISION
@@ -140,18 +140,56 @@ async def _plan(
     planned: list[SessionHeals] = []
     async for stored in store.stream_sessions(where):
         key = stored.key
-        findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after)
-        report.add(key, len(stored.events), findings)
-        if policy is not None and findings.needs_healing:
-            heals = plan_session(
-                stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
-                healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
-            )
-            if heals is not None:
-                planned.append(heals)
+        rows = len(stored.events) + len(stored.damaged)
+        heals: SessionHeals | None = None
+        damaged = stored.damaged
+        if not damaged:
+            try:
+                findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after)
+                if policy is not None and findings.needs_healing:
+                    heals = plan_session(
+                        stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
+                        healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
+                    )
+                report.add(key, rows, findings)
+            except (TypeError, AttributeError, ValueError) as exc:
+                damaged = _malformed_rows(stored.events, exc)
+        if damaged:
+            report.add_damaged(key, rows, damaged)
+        elif heals is not None:
+            planned.append(heals)
         if progress is not None:
             progress.advance(1)
+    if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
+        raise StoreError(_unreadable_message(store, report))
     return report, planned
+
+
+def _malformed_rows(events: Sequence[dict[str, Any]], exc: Exception) -> tuple[DamagedRow, ...]:
+    """Names the rows whose wrong JSON types made classifying their session raise ``exc``.
+
+    Raises:
+        Exception: ``exc`` itself when no row is malformed (a bug, not damage).
+    """
+    found = tuple(
+        DamagedRow(str(event.get("id")), problem)
+        for event in events if (problem := stored_event_problem(event)) is not None
+    )
+    if not found:
+        raise exc
+    return found
+
+
+def _unreadable_message(store: SessionStore, report: ScanReport) -> str:
+    """The one line for a store none of whose rows could be read."""
+    first = report.damaged_rows[0]
+    return (
+        f"none of the {report.events_scanned:,} stored events in {store} could be read "
+        f"(e.g. event {first.event_id} of session {first.app_name}/{first.user_id}/"
+        f"{first.session_id}: {first.problem}): the rows are not stored as ADK writes them, "
+        "as when a custom session service encrypts or compresses them; heal such sessions "
+        "through the Python API, wrapping that service: HealingSessionService(YourService(...))"
+    )
 
 
 def _batches(

@@ -4,9 +4,14 @@ Each command parses its options, calls :mod:`adk_session_heal.repair`,
 :mod:`adk_session_heal.ledger` or :mod:`adk_session_heal.migrate`, and prints
 (rich tables, or with ``--json`` the documents described in
 :mod:`adk_session_heal.reports`). Library errors become one line on stderr and
-exit code 2. ``scan`` exits 0 when nothing needs healing and 1 when something
-does. A progress bar is shown only when both stdout and stderr are terminals,
-and never with ``--json``.
+exit code 2.
+
+Exit codes of ``scan`` and ``repair``: 0 nothing to do, or done; 1 (``scan``)
+something needs healing, which wins over 3; 2 bad input or environment (one
+line on stderr: what was wrong, what to do); 3 done, but rows were skipped:
+sessions with damaged rows, or (``repair``) sessions that changed or were
+deleted between the scan and the write. A progress bar is shown only when both
+stdout and stderr are terminals, and never with ``--json``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+EXIT_NEEDS_HEALING = 1
+"""``scan``: at least one dead call."""
+EXIT_SKIPPED = 3
+"""``scan`` / ``repair``: done, but damaged or moved sessions were skipped."""
 
 
 class CliError(click.ClickException):
@@ -195,6 +204,15 @@ def _print_scan(console: Console, report: ScanReport) -> None:
             table.add_row(f"{r.app_name}/{r.user_id}/{r.session_id}", r.event_id,
                           r.call_id or "(none)", r.tool_name)
         console.print(table)
+    if report.damaged_rows:
+        table = Table(title=f"Damaged rows: {report.damaged_sessions} sessions skipped whole "
+                      "(never healed)", title_justify="left")
+        for column in ("session (app/user/id)", "event", "problem"):
+            table.add_column(column)
+        for d in report.damaged_rows:
+            table.add_row(f"{d.app_name}/{d.user_id}/{d.session_id}", d.event_id or "(unknown)",
+                          d.problem)
+        console.print(table)
 
 
 def _print_repair(console: Console, report: RepairReport, *, preview: bool = False) -> None:
@@ -229,6 +247,9 @@ def _print_repair(console: Console, report: RepairReport, *, preview: bool = Fal
         ledger = "recorded in the heal ledger" if report.ledger else "not recorded (--no-ledger)"
         skipped = (f", {report.skipped} skipped: their session changed since the scan"
                    if report.skipped else "")
+        if report.scan.damaged_sessions:
+            skipped += (f"; {report.scan.damaged_sessions} sessions with damaged rows "
+                        "skipped whole")
         console.print(f"Synthetic events written: {report.healed} "
                       f"({report.already_present} already present{skipped}); {ledger}.")
 
@@ -259,7 +280,11 @@ def main() -> None:
 @_json_flag
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
                  older_than: float, timeout: float | None, as_json: bool) -> None:
-    """Report dead tool calls, read-only. Exit 0: clean, 1: needs healing, 2: error.
+    """Report dead tool calls, read-only.
+
+    Exit 0: nothing to heal; 1: something needs healing (wins over 3); 2: bad
+    input or environment (one line on stderr); 3: nothing to heal, but sessions
+    with damaged rows were skipped (listed with their event ids).
 
     Example: adk-session-heal scan sqlite:///.adk/session.db --older-than 1h
     """
@@ -274,7 +299,8 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
         if report.needs_healing:
             _console().print("Run `adk-session-heal repair URL` to heal them "
                             "(--dry-run shows what it would write).")
-    sys.exit(1 if report.needs_healing else 0)
+    sys.exit(EXIT_NEEDS_HEALING if report.needs_healing
+             else EXIT_SKIPPED if report.damaged_rows else 0)
 
 
 @main.command("repair")
@@ -296,6 +322,10 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
     twice. Only inserts rows; never updates sessions.update_time.
 
+    Exit 0: done (or nothing to do); 2: bad input or environment (one line on
+    stderr); 3: done, but something was skipped: sessions with damaged rows, or
+    sessions that changed or were deleted since the scan.
+
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
     where = SessionFilter(app_name, user_id, session_id)
@@ -312,8 +342,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     else:
         if not yes:
             if not plan.heals:
+                _print_scan(_console(), plan.scan)
                 _console().print("Nothing to heal.")
-                return
+                sys.exit(EXIT_SKIPPED if plan.scan.damaged_rows else 0)
             _print_repair(_console(), RepairReport.dry(plan.scan, plan.heals), preview=True)
             click.confirm(f"Write these {len(plan.heals)} synthetic events into {plan.url}?",
                           abort=True)
@@ -323,6 +354,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         _print_json(report.to_json())
     else:
         _print_repair(_console(), report)
+    sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows else 0)
 
 
 @main.command("history")

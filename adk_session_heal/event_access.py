@@ -14,6 +14,11 @@ accessor functions. Two implementations exist:
 
 Both answer the same questions with the same types, so the classifier has one
 code path. Neither performs I/O.
+
+Stored JSON is not validated on the way in (that would cost every healthy row
+a pass over its parts): a row whose fields have the wrong JSON types makes
+:data:`STORED_JSON` raise ``TypeError``, ``AttributeError`` or ``ValueError``,
+and :func:`stored_event_problem` then says which field of which row is wrong.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "StoredJsonAccess",
     "content_step",
     "json_content_step",
+    "stored_event_problem",
 ]
 
 HEAL_METADATA_KEY = "adk_session_heal"
@@ -156,16 +162,131 @@ def json_content_step(content: Mapping[str, Any] | None) -> Step:
         if call is not None:
             if calls is None:
                 calls = []
-            calls.append((call.get("id") or None, call.get("name") or ""))
+            calls.append(_json_ref(call))
             continue
         response = part.get("function_response") or part.get("functionResponse")
         if response is not None:
             if responses is None:
                 responses = []
-            responses.append((response.get("id") or None, response.get("name") or ""))
+            responses.append(_json_ref(response))
     if calls is None and responses is None:
         return EMPTY_STEP
     return (calls or (), responses or ())
+
+
+def _json_ref(function: Mapping[str, Any]) -> Ref:
+    """Returns a stored function call's or response's ``(id, name)``.
+
+    Raises:
+        TypeError: The id or the name is not a string (only function parts pay
+            for this check).
+    """
+    call_id, name = function.get("id") or None, function.get("name") or ""
+    if (call_id is not None and type(call_id) is not str) or type(name) is not str:
+        raise TypeError("a function call or response has a non-string id or name")
+    return call_id, name
+
+
+def _kind(value: Any) -> str:
+    """Names a decoded JSON value's type the way JSON does."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _typed(value: Any, expected: type | tuple[type, ...], what: str) -> str | None:
+    """Returns the problem of an optional field that is not ``expected``, or ``None``."""
+    if value is None or (isinstance(value, expected) and not isinstance(value, bool)):
+        return None
+    return f"{what} is {_kind(value)}, not {_EXPECTED[expected]}"
+
+
+_EXPECTED: dict[type | tuple[type, ...], str] = {
+    dict: "an object", list: "a list", str: "a string", (int, float): "a number",
+}
+
+
+def stored_event_problem(event: Any) -> str | None:
+    """Returns what makes one stored event unreadable by :data:`STORED_JSON`, or ``None``.
+
+    Checks every field :data:`STORED_JSON` (and the heal built from a call
+    event) reads: the event is an object; ``content`` an object whose
+    ``parts`` is a list of objects; each ``function_call`` /
+    ``function_response`` an object with a string ``id`` and ``name``;
+    ``timestamp`` a number; ids, author, branch and scope strings; ``actions``,
+    ``custom_metadata`` and ``node_info`` objects; ``long_running_tool_ids``
+    a list. Slow next to classification: called only for a session whose
+    classification failed.
+
+    Args:
+        event: One decoded ``event_data`` value.
+
+    Returns:
+        One short line naming the field and its wrong type (never its value).
+    """
+    if not isinstance(event, dict):
+        return f"event_data is {_kind(event)}, not an object"
+    for snake, camel, expected in _EVENT_FIELDS:
+        value = _get(event, snake, camel)
+        problem = _typed(value, expected, snake)
+        if problem is not None:
+            return problem
+    content = event.get("content")
+    parts = content.get("parts") if content else None
+    problem = _typed(parts, list, "content.parts")
+    if problem is not None:
+        return problem
+    for index, part in enumerate(parts or ()):
+        if not isinstance(part, dict):
+            return f"content.parts[{index}] is {_kind(part)}, not an object"
+        for snake, camel in (("function_call", "functionCall"),
+                             ("function_response", "functionResponse")):
+            function = _get(part, snake, camel)
+            what = f"content.parts[{index}].{snake}"
+            problem = _typed(function, dict, what)
+            if problem is None and function:
+                problem = (_typed(function.get("id"), str, f"{what}.id")
+                           or _typed(function.get("name"), str, f"{what}.name"))
+            if problem is not None:
+                return problem
+    actions = event.get("actions") or {}
+    for snake, camel, expected in _ACTION_FIELDS:
+        problem = _typed(_get(actions, snake, camel), expected, f"actions.{snake}")
+        if problem is not None:
+            return problem
+    node_info = _get(event, "node_info", "nodeInfo") or {}
+    return _typed(node_info.get("path"), str, "node_info.path")
+
+
+_EVENT_FIELDS: tuple[tuple[str, str, type | tuple[type, ...]], ...] = (
+    ("id", "id", str),
+    ("invocation_id", "invocationId", str),
+    ("timestamp", "timestamp", (int, float)),
+    ("author", "author", str),
+    ("branch", "branch", str),
+    ("isolation_scope", "isolationScope", str),
+    ("content", "content", dict),
+    ("actions", "actions", dict),
+    ("node_info", "nodeInfo", dict),
+    ("long_running_tool_ids", "longRunningToolIds", list),
+    ("custom_metadata", "customMetadata", dict),
+)
+"""Top-level fields of a stored event and the JSON type each must have when present."""
+
+_ACTION_FIELDS: tuple[tuple[str, str, type | tuple[type, ...]], ...] = (
+    ("rewind_before_invocation_id", "rewindBeforeInvocationId", str),
+    ("requested_tool_confirmations", "requestedToolConfirmations", dict),
+    ("requested_auth_configs", "requestedAuthConfigs", dict),
+)
+"""Fields of ``actions`` the classifier reads and the JSON type each must have."""
 
 
 class AdkEventAccess:

@@ -10,13 +10,23 @@ carry ``"format": 1``; fields are only ever added under that number.
      "sessions_scanned": 2, "events_scanned": 9, "sessions_needing_healing": 1,
      "needs_healing": true,
      "dead_calls": [CALL, ...], "pending_calls": [CALL, ...],
-     "id_less_calls": [CALL, ...], "orphaned_responses": [RESPONSE, ...]}
+     "id_less_calls": [CALL, ...], "orphaned_responses": [RESPONSE, ...],
+     "damaged_sessions": 1, "damaged_rows": [DAMAGED, ...]}
 
     CALL = {"app_name", "user_id", "session_id", "call_event_id", "call_id",
             "tool_name", "invocation_id", "timestamp", "age_seconds",
             "status", "pending_reason"}
     RESPONSE = {"app_name", "user_id", "session_id", "event_id", "call_id",
                 "tool_name"}
+    DAMAGED = {"app_name", "user_id", "session_id", "event_id", "problem"}
+
+``damaged_rows`` lists every stored event that could not be read (not JSON,
+truncated, not an object, NULL columns, a field of the wrong JSON type);
+``event_id`` is ``null`` when even the id is unknown (a whole Redis value),
+``problem`` one short line that never quotes the row. A session holding one is
+skipped whole: none of its calls is reported, counted or healed
+(``damaged_sessions`` counts them), since the unreadable row may hold the
+response to a call that looks dead. ``events_scanned`` counts damaged rows too.
 
 ``repair`` adds ``"dry_run"``, ``"ledger"`` (recorded or not), ``"healed"``
 (rows written by this run), ``"already_present"``, ``"skipped"`` (the
@@ -30,7 +40,7 @@ per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from google.adk.events.event import Event
@@ -40,11 +50,12 @@ from .findings import CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
 from .session_key import SessionKey
-from .store.base import WriteOutcome, WriteResult
+from .store.base import DamagedRow, WriteOutcome, WriteResult
 
 __all__ = [
     "JSON_FORMAT",
     "CallEntry",
+    "DamagedEntry",
     "HealEntry",
     "RepairReport",
     "ResponseEntry",
@@ -126,6 +137,21 @@ class ResponseEntry:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class DamagedEntry:
+    """One stored event that could not be read; its whole session was skipped."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    event_id: str | None
+    problem: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the entry's JSON object (its fields, in order)."""
+        return asdict(self)
+
+
 @dataclass
 class ScanReport:
     """Everything a scan found, over all scanned sessions.
@@ -143,6 +169,8 @@ class ScanReport:
             credential or the client (never healed).
         id_less_calls: Calls without an id (never healed).
         orphaned_responses: Responses with no call (never healed).
+        damaged_sessions: Sessions skipped whole because a row could not be read.
+        damaged_rows: Every unreadable row of those sessions.
     """
 
     url: str
@@ -156,6 +184,8 @@ class ScanReport:
     pending_calls: list[CallEntry] = field(default_factory=list)
     id_less_calls: list[CallEntry] = field(default_factory=list)
     orphaned_responses: list[ResponseEntry] = field(default_factory=list)
+    damaged_sessions: int = 0
+    damaged_rows: list[DamagedEntry] = field(default_factory=list)
 
     @property
     def needs_healing(self) -> bool:
@@ -163,10 +193,15 @@ class ScanReport:
         return bool(self.dead_calls)
 
     def add(self, key: SessionKey, events: int, findings: SessionFindings) -> None:
-        """Adds one session's findings."""
+        """Adds one session's findings.
+
+        The findings' calls are built before anything is counted, so a
+        malformed row that makes building them raise leaves the report as it was.
+        """
+        calls = findings.calls
         self.events_scanned += events
         dead = False
-        for finding in findings.calls:
+        for finding in calls:
             status = finding.status
             if status in (CallStatus.SUPERSEDED, CallStatus.STALE):
                 self.dead_calls.append(CallEntry.of(key, finding))
@@ -182,6 +217,20 @@ class ScanReport:
             )
         if dead:
             self.sessions_needing_healing += 1
+
+    def add_damaged(self, key: SessionKey, events: int, damaged: Sequence[DamagedRow]) -> None:
+        """Adds a session skipped whole for its unreadable rows.
+
+        Args:
+            key: The session.
+            events: All its rows, readable or not.
+            damaged: The unreadable ones.
+        """
+        self.events_scanned += events
+        self.damaged_sessions += 1
+        self.damaged_rows.extend(
+            DamagedEntry(key.app_name, key.user_id, key.session_id, row.event_id, row.problem)
+            for row in damaged)
 
     def to_json(self) -> dict[str, Any]:
         """Returns the scan's JSON document (see the module docstring)."""
@@ -201,6 +250,8 @@ class ScanReport:
             "pending_calls": [c.to_json(now) for c in self.pending_calls],
             "id_less_calls": [c.to_json(now) for c in self.id_less_calls],
             "orphaned_responses": [r.to_json() for r in self.orphaned_responses],
+            "damaged_sessions": self.damaged_sessions,
+            "damaged_rows": [d.to_json() for d in self.damaged_rows],
         }
 
 

@@ -13,10 +13,19 @@ adapters.
 
 from __future__ import annotations
 
-from .base import Layout, SessionFilter, SessionStore, StoredSession, WriteOutcome, WriteResult
+from .base import (
+    DamagedRow,
+    Layout,
+    SessionFilter,
+    SessionStore,
+    StoredSession,
+    WriteOutcome,
+    WriteResult,
+)
 from .opening import open_store, store_for_service
 
 __all__ = [
+    "DamagedRow",
     "Layout",
     "SessionFilter",
     "SessionStore",

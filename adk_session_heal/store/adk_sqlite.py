@@ -201,7 +201,7 @@ class AdkSqliteStore(SessionStore):
             raise NotImplementedError("open the store from its URL to stream it")
         clause, params = where.where("session_id")
         sql = (
-            "SELECT app_name, user_id, session_id, event_data FROM events"
+            "SELECT app_name, user_id, session_id, id, event_data FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
         )
         async for stored in grouped_sessions(

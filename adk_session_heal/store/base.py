@@ -33,6 +33,7 @@ from ..session_key import SessionKey
 from .urls import StoreUrl
 
 __all__ = [
+    "DamagedRow",
     "Layout",
     "SessionFilter",
     "SessionStore",
@@ -87,15 +88,32 @@ class SessionFilter:
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
+class DamagedRow(NamedTuple):
+    """A stored event that cannot be read as ADK stores events.
+
+    Attributes:
+        event_id: The row's event id (``None`` when even that is unknown, e.g.
+            a whole Redis value that is not JSON).
+        problem: What is wrong, in one short line (never the row's content).
+    """
+
+    event_id: str | None
+    problem: str
+
+
 class StoredSession(NamedTuple):
     """One session's stored events, oldest first, as ADK would read them.
 
     ``events`` are the ``event_data`` JSON dicts, with ``id``,
-    ``invocation_id`` and ``timestamp`` as ADK's reader sets them.
+    ``invocation_id`` and ``timestamp`` as ADK's reader sets them. ``damaged``
+    are the rows that could not be read as an event (left out of ``events``):
+    a session with any is skipped whole by scan and repair, since an
+    unreadable row may hold the response to a call that looks dead.
     """
 
     key: SessionKey
     events: list[dict[str, Any]]
+    damaged: tuple[DamagedRow, ...] = ()
 
 
 class WriteOutcome(str, enum.Enum):

@@ -9,6 +9,9 @@ A URL's layout is read from the database before anything else is done with it:
   and an index, after which ADK's SQLite service can no longer use it).
 * ``events`` with an ``actions`` column and no ``event_data``: ADK's legacy
   pickled "v0" schema, refused with the command that migrates it.
+* A SQLite file a killed writer left with a hot journal or WAL is first
+  recovered as SQLite does on its next write-capable open
+  (:mod:`~adk_session_heal.store.sqlite_recovery`).
 * ``redis://`` or ``rediss://``: ADK's ``RedisSessionService`` keys (the
   ``redis`` package is imported only then).
 
@@ -40,6 +43,7 @@ from .engines import TimeoutArg, Timeouts, create_store_engine
 from .memory import InMemoryStore
 from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
+from .sqlite_recovery import recover_sqlite
 from .urls import StoreUrl, parse_store_url
 
 __all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
@@ -173,7 +177,9 @@ async def open_store(
     Raises:
         UnsupportedStoreError: Bad URL, missing file, no ADK tables, legacy or
             unknown schema, no ``redis`` package for a Redis URL.
-        ReadOnlyStoreError: ``writable`` on a URL that asked for read-only.
+        ReadOnlyStoreError: ``writable`` on a URL that asked for read-only, or a
+            SQLite file left mid-transaction that cannot be recovered (see
+            :mod:`~adk_session_heal.store.sqlite_recovery`).
         StoreError: The database could not be reached or did not answer in time.
     """
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
@@ -185,8 +191,10 @@ async def open_store(
             f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "
             "or use scan / repair --dry-run"
         )
-    if store_url.sqlite_path is not None and _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
-        return AdkSqliteStore.from_url(store_url)
+    if store_url.sqlite_path is not None:
+        recover_sqlite(store_url)
+        if _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
+            return AdkSqliteStore.from_url(store_url)
     engine = create_store_engine(store_url, writable=writable, timeouts=timeouts)
     try:
         if store_url.sqlite_path is None:

@@ -51,6 +51,7 @@ from ..heal_record import HealRecord
 from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
+    DamagedRow,
     Layout,
     SessionFilter,
     SessionStore,
@@ -134,15 +135,37 @@ def _escape_glob(value: str) -> str:
     return "".join("\\" + c if c in "\\*?[]" else c for c in value)
 
 
-def _owned(prefix: str, key: str, doc: Any) -> SessionKey | None:
-    """The session a decoded value is, if it is one and ``key`` is its own key."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("events"), list):
-        return None
+def _named(prefix: str, key: str, doc: dict[str, Any]) -> SessionKey | None:
+    """The session an object names, if its app, user and id name ``key``."""
     app, user, session_id = doc.get("app_name"), doc.get("user_id"), doc.get("id")
     if not (isinstance(app, str) and isinstance(user, str) and isinstance(session_id, str)):
         return None
     found = SessionKey(app, user, session_id)
     return found if _session_key(prefix, found) == key else None
+
+
+def _read_value(
+    prefix: str, key: str, value: str | bytes
+) -> tuple[SessionKey | None, Any, str | None]:
+    """Decodes one value under a session key: ``(session, doc, problem)``.
+
+    ``session`` is ``None`` for a JSON object that is no session of ``key``
+    (app or user state); a damaged value gets the session its key names.
+    """
+    guessed = SessionKey(*(key[len(prefix):].split(":", 2) + ["", ""])[:3])
+    try:
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        doc = json.loads(raw.decode())
+    except UnicodeDecodeError:
+        return guessed, None, f"the value is binary ({len(raw):,} bytes, not UTF-8 text)"
+    except ValueError as exc:
+        return guessed, None, f"the value is not JSON ({str(exc).splitlines()[0][:80]})"
+    if not isinstance(doc, dict):
+        return guessed, None, "the value is not a JSON object"
+    found = _named(prefix, key, doc)
+    if found is not None and not isinstance(doc.get("events"), list):
+        return found, None, "the value's events is not a list"
+    return found, doc, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +274,16 @@ class RedisStore(SessionStore):
             found.add(_text(key) or "")
         return sorted(found)
 
-    async def _sessions(self, where: SessionFilter) -> AsyncIterator[tuple[SessionKey, Any]]:
-        """Yields each matching session's key and decoded value, in key order."""
+    async def _sessions(
+        self, where: SessionFilter
+    ) -> AsyncIterator[tuple[SessionKey, Any, str | None]]:
+        """Yields each matching session's key, decoded value and problem, in key order.
+
+        A value that is not JSON, or not an object, or a session of this key
+        whose ``events`` is not a list, is damaged: it comes with its problem
+        (and the session key its Redis key names). Other JSON objects (app and
+        user state) are not sessions and are passed over, as ADK does.
+        """
         RedisError, _ = _redis_errors()
         try:
             keys = await self._keys(where)
@@ -260,19 +291,14 @@ class RedisStore(SessionStore):
                 chunk = keys[first:first + _CHUNK]
                 values = await self._client().mget(chunk)
                 for key, value in zip(chunk, values, strict=True):
-                    raw = _text(value)
-                    if raw is None:
+                    if value is None:
                         continue
-                    try:
-                        doc = json.loads(raw)
-                    except ValueError:
-                        continue
-                    found = _owned(self.key_prefix, key, doc)
+                    found, doc, problem = _read_value(self.key_prefix, key, value)
                     if found is not None and all(
                         wanted is None or wanted == have for wanted, have in (
                             (where.app_name, found.app_name), (where.user_id, found.user_id),
                             (where.session_id, found.session_id))):
-                        yield found, doc
+                        yield found, doc, problem
         except (RedisError, OSError) as exc:
             raise self._error(exc, "read") from exc
 
@@ -281,10 +307,24 @@ class RedisStore(SessionStore):
         return sum([1 async for _ in self._sessions(where)])
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
-        """Yields every matching session that has events, its events in stored order."""
-        async for key, doc in self._sessions(where):
-            if doc["events"]:
-                yield StoredSession(key, doc["events"])
+        """Yields every matching session that has events, its events in stored order.
+
+        Events that are not JSON objects are the session's damaged rows; so is
+        a whole value that cannot be read (its event id unknown).
+        """
+        async for key, doc, problem in self._sessions(where):
+            if problem is not None:
+                yield StoredSession(key, [], (DamagedRow(None, problem),))
+                continue
+            events = doc["events"]
+            if all(type(event) is dict for event in events):
+                if events:
+                    yield StoredSession(key, events)
+                continue
+            damaged = tuple(
+                DamagedRow(None, f"events[{index}] is not a JSON object")
+                for index, event in enumerate(events) if type(event) is not dict)
+            yield StoredSession(key, [e for e in events if type(e) is dict], damaged)
 
     async def ledger_revision(self) -> str | None:
         """The ledger is a hash created on first write: always current, never migrated."""
@@ -361,8 +401,9 @@ async def open_redis_store(
     RedisError, _ = _redis_errors()
     try:
         waits = timeouts or Timeouts()
+        # surrogateescape: a binary value reads as text that is reported damaged, not a crash.
         client = redis_asyncio.from_url(
-            url.redis_url(), decode_responses=True,
+            url.redis_url(), decode_responses=True, encoding_errors="surrogateescape",
             socket_connect_timeout=waits.connect, socket_timeout=waits.statement)
     except (ValueError, TypeError) as exc:
         raise _bad_option(url, exc) from exc

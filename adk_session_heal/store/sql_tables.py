@@ -281,7 +281,8 @@ class SqlTablesStore(SessionStore):
             sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
             else server_chunks(self.engine, self.url, sql, params)
         )
-        async for stored in grouped_sessions(chunks, key_columns=True):
+        decoded = self.engine.dialect.name == "postgresql"
+        async for stored in grouped_sessions(chunks, key_columns=True, decoded=decoded):
             yield stored
 
     async def ledger_revision(self) -> str | None:

@@ -25,8 +25,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import column_to_timestamp
+from ..event_access import stored_event_problem
 from ..session_key import SessionKey
-from .base import StoredSession
+from .base import DamagedRow, StoredSession
 from .driver_errors import translate_error
 from .urls import StoreUrl
 
@@ -42,13 +43,37 @@ except ImportError:  # pragma: no cover - the postgres extra is not installed
 _READ_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *_DRIVER_ERRORS)
 
 
-def _json_event(raw: Any) -> dict[str, Any]:
+def _decode_row(raw: Any, decoded: bool) -> dict[str, Any] | str:
+    """Decodes an ``event_data`` value the fast path refused: its dict, or its problem.
+
+    The problem is one short line that never quotes the value (it may be huge,
+    binary, or private). ``decoded``: the driver already decoded the JSON
+    (asyncpg as SQLAlchemy sets it up), so a string was a JSON string, and
+    ``None`` SQL NULL or JSON null.
+    """
+    if decoded:
+        if raw is None:
+            return "event_data is null, not an object (SQL NULL or JSON null)"
+        return stored_event_problem(raw) or "event_data is not an object"
     if raw is None:
-        return {}
+        return "event_data is NULL"
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            raw = bytes(raw).decode()
+        except UnicodeDecodeError:
+            return f"event_data is binary ({len(raw):,} bytes, not UTF-8 text)"
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            cut = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated")
+            shape = "truncated JSON" if cut else "not JSON"
+            return f"event_data is {shape} ({exc.msg} at char {exc.pos:,} of {len(raw):,})"
+        except RecursionError:
+            return "event_data is JSON nested too deeply to decode"
     if isinstance(raw, dict):
         return raw
-    decoded = json.loads(raw)
-    return decoded if isinstance(decoded, dict) else {}
+    return stored_event_problem(raw) or "event_data is not an object"
 
 
 def _column_timestamp(value: Any) -> float:
@@ -60,38 +85,58 @@ def _column_timestamp(value: Any) -> float:
 
 
 async def grouped_sessions(
-    chunks: AsyncIterator[Iterable[Any]], *, key_columns: bool
+    chunks: AsyncIterator[Iterable[Any]], *, key_columns: bool, decoded: bool = False
 ) -> AsyncIterator[StoredSession]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
-    Rows are ``(app_name, user_id, session_id, ..., event_data)``. With
+    Rows are ``(app_name, user_id, session_id, id, ..., event_data)``. With
     ``key_columns`` (``DatabaseSessionService``, whose ``StorageEvent.to_event``
     does the same) they are ``(..., id, invocation_id, timestamp, event_data)``
     and the columns' id and invocation id override the JSON's, the column
-    timestamp filling in only a missing JSON one. This loop runs once per stored
-    event, so it is written flat.
+    timestamp filling in only a missing JSON one. A row that is not a JSON
+    object (NULL, binary, not JSON, truncated, a list, a string, ...) or whose
+    ``invocation_id`` or ``timestamp`` column is NULL goes to the session's
+    ``damaged`` rows instead (wrong types inside an object are found by
+    classification, see :func:`~adk_session_heal.event_access.stored_event_problem`).
+    ``decoded``: the driver hands JSON values already decoded (PostgreSQL).
+    This loop runs once per stored event, so it is written flat: a healthy row
+    pays for nothing but the type checks it always had.
     """
     loads = json.loads
     app = user = session = None
     events: list[dict[str, Any]] = []
+    damaged: list[DamagedRow] = []
     async for rows in chunks:
         for row in rows:
             if row[2] != session or row[1] != user or row[0] != app:
                 if session is not None:
-                    yield StoredSession(SessionKey(app, user, session), events)  # type: ignore[arg-type]
-                app, user, session, events = row[0], row[1], row[2], []
+                    yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
+                                        tuple(damaged))
+                app, user, session, events, damaged = row[0], row[1], row[2], [], []
             raw = row[-1]
-            data = loads(raw) if type(raw) is str else raw
+            try:
+                data = loads(raw) if type(raw) is str else raw
+            except (ValueError, RecursionError):
+                data = None
             if type(data) is not dict:
-                data = _json_event(data)
+                data = _decode_row(raw, decoded)
+                if type(data) is str:
+                    damaged.append(DamagedRow(str(row[3]), data))
+                    continue
             if key_columns:
+                invocation, stamp = row[4], row[5]
+                if invocation is None or stamp is None:
+                    column = "invocation_id" if invocation is None else "timestamp"
+                    damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
+                    continue
                 data["id"] = row[3]
-                data["invocation_id"] = row[4]
+                data["invocation_id"] = invocation
                 if data.get("timestamp") is None:
-                    data["timestamp"] = _column_timestamp(row[5])
+                    data["timestamp"] = _column_timestamp(stamp)
             events.append(data)
     if session is not None:
-        yield StoredSession(SessionKey(app, user, session), events)  # type: ignore[arg-type]
+        yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
+                            tuple(damaged))
 
 
 async def _mysql_chunks(

@@ -149,6 +149,7 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
     positional = idless == "positional"
     occurrences: list[CallOccurrence] = []
     orphans: list[OrphanedResponse] = []
+    record = occurrences.append
     for index, (calls, responses) in enumerate(steps):
         if not calls and not responses:
             continue
@@ -167,11 +168,17 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
                 orphans.append(OrphanedResponse(index, response_id, response_name))
             else:
                 owner.responses.append(index)
-        for position, (call_id, call_name) in enumerate(calls):
-            occurrence = CallOccurrence(index, position, call_id, call_name)
-            occurrences.append(occurrence)
+        position = 0
+        for call_id, call_name in calls:
+            occurrence = CallOccurrence(index, position, call_id, call_name, [])
+            record(occurrence)
+            position += 1
             if call_id:
-                _enqueue(newest_by_id, call_id, occurrence)
+                same = newest_by_id.get(call_id)
+                if same is None or same.step != index:  # the usual case, inlined
+                    newest_by_id[call_id] = occurrence
+                else:
+                    _enqueue(newest_by_id, call_id, occurrence)
             elif positional:
                 _enqueue(idless_queues, call_name, occurrence)
             else:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from google.genai import types
 
+from ..event_access import content_step
 from ..pairing import Pairing, Step, pair
 from ..provider_rules import gemini_steps
 
@@ -38,35 +39,46 @@ class _Shape:
     """What the trim needs to know about contents, from one pass plus pairing."""
 
     steps: list[Step]
-    roles: list[str]
     pairing: Pairing
     starts: list[int]  # invocation starts
     safe: list[int]  # invocation starts no response after which has its call before
 
 
 def _shape(contents: Sequence[types.Content]) -> _Shape:
-    steps, roles = gemini_steps(contents)
+    steps: list[Step] = []
     starts: list[int] = []
     previous_human = False
-    for index, role in enumerate(roles):
-        human = role == "user" and not steps[index][1]
+    for index, content in enumerate(contents):  # the one pass over every part
+        step = content_step(content)
+        steps.append(step)
+        human = content.role == "user" and not step[1]
         if human and not previous_human:
             starts.append(index)
         previous_human = human
     pairing = pair(steps, idless="positional")
-    n = len(steps)
-    earliest = list(range(n))
-    for occurrence in pairing.occurrences:
-        for response in occurrence.responses:
-            if occurrence.step < earliest[response]:
-                earliest[response] = occurrence.step
-    # need[i] = min(earliest[i:]): the oldest call a kept tail from i depends on.
-    need = earliest
-    for index in range(n - 2, -1, -1):
-        if need[index + 1] < need[index]:
-            need[index] = need[index + 1]
-    safe = [s for s in starts if need[s] >= s]
-    return _Shape(steps, roles, pairing, starts, safe)
+    return _Shape(steps, pairing, starts, _safe_starts(starts, pairing))
+
+
+def _safe_starts(starts: list[int], pairing: Pairing) -> list[int]:
+    """The starts ``s`` no response at or after which belongs to a call before ``s``.
+
+    One sweep over the starts and the call occurrences (both in history order):
+    ``reach`` is the last response step of any call before the start.
+    """
+    occurrences = pairing.occurrences
+    safe: list[int] = []
+    reach = -1
+    next_occurrence = 0
+    count = len(occurrences)
+    for start in starts:
+        while next_occurrence < count and occurrences[next_occurrence].step < start:
+            responses = occurrences[next_occurrence].responses
+            if responses and responses[-1] > reach:
+                reach = responses[-1]
+            next_occurrence += 1
+        if reach < start:
+            safe.append(start)
+    return safe
 
 
 def _closed_prefix(shape: _Shape, length: int) -> int:

@@ -168,11 +168,9 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
                 orphans.append(OrphanedResponse(index, response_id, response_name))
             else:
                 owner.responses.append(index)
-        position = 0
-        for call_id, call_name in calls:
+        for position, (call_id, call_name) in enumerate(calls):
             occurrence = CallOccurrence(index, position, call_id, call_name, [])
             record(occurrence)
-            position += 1
             if call_id:
                 same = newest_by_id.get(call_id)
                 if same is None or same.step != index:  # the usual case, inlined

@@ -463,14 +463,20 @@ async def test_keep_last_copy_filter_in_a_real_runner_keeps_the_question() -> No
     assert [len(r.contents) for r in model_.requests] == [1, 1, 3, 1, 3]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.booleans().flatmap(lambda idless: valid_histories(idless=idless)),
-       st.integers(0, 6), st.integers(1, 4), st.integers(1, 3))
+       st.integers(0, 6), st.integers(1, 4), st.integers(1, 3), st.data())
 def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, keep: int,
-                                            hysteresis: int) -> None:
-    """The count-mode fast path cuts exactly where the full pairing pass would."""
+                                            hysteresis: int, data: st.DataObject) -> None:
+    """The count-mode fast path (widening to late-answered calls) cuts where the full pass would."""
     from adk_session_heal.plugin.trimming import full_trim, trim
 
     contents = history[dropped:]  # dropping a prefix may orphan responses
+    for _late in range(data.draw(st.integers(0, 2))):  # answers moved invocations later
+        responses = [i for i, c in enumerate(contents)
+                     if any(p.function_response for p in c.parts or ())]
+        if responses:
+            moved = contents.pop(data.draw(st.sampled_from(responses)))
+            contents.insert(data.draw(st.integers(0, len(contents))), moved)
     window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis)
     assert trim(contents, window) == full_trim(contents, window)

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 from google.genai import types
 
 from ..event_access import content_step
-from ..pairing import Pairing, Step, pair
-from ..provider_rules import gemini_steps
+from ..pairing import OrphanedResponse, Pairing, Step, pair
 
 if TYPE_CHECKING:
     from .window import ContextWindow
@@ -117,9 +116,17 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
     Walks back only until ``keep + hysteresis`` invocation starts are seen, then
     pairs the kept tail alone. If the tail pairs with no orphan, no kept
     response belongs to a dropped call, so the cut at the start of the
-    ``keep``-th newest invocation is safe: the same answer :func:`full_trim` gives,
-    in time proportional to the tail. Returns ``None`` when the tail has an
-    orphan (the cut may have to widen), leaving the full pass to decide.
+    ``keep``-th newest invocation is safe: the same answer :func:`full_trim`
+    gives, in time proportional to the tail.
+
+    A response orphaned in the tail whose call is further back (a long-running
+    tool answered invocations later) belongs, in the whole history, to the
+    newest call before the cut with its id (or, id-less, its name): nothing in
+    the tail before it could claim it. Every start from that call's position to
+    the response is unsafe, so the cut widens to the invocation start at or
+    before the call, and the longer tail is paired again. Returns ``None``,
+    leaving the full pass to decide, when an orphan has no call before the cut
+    (it is orphaned in the whole history too) or after a few widenings.
     """
     starts: list[int] = []
     index = len(contents) - 1
@@ -135,10 +142,52 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
     if len(starts) < keep + hysteresis:
         return 0
     cut = starts[keep - 1]
-    steps, _roles = gemini_steps(contents[cut:])
-    if pair(steps, idless="positional").orphans:
-        return None
-    return cut
+    steps = [content_step(content) for content in contents[cut:]]
+    for _widening in range(_MAX_WIDENINGS):
+        orphans = pair(steps, idless="positional").orphans
+        if not orphans:
+            return cut
+        call = _newest_calls_before(contents, cut, orphans)
+        if call is None:
+            return None
+        wider = _invocation_start_at_or_before(contents, call)
+        steps[:0] = [content_step(content) for content in contents[wider:cut]]
+        cut = wider
+    return None
+
+
+_MAX_WIDENINGS = 4
+"""Tail pairings :func:`tail_cut` tries before leaving the cut to the full pass."""
+
+
+def _newest_calls_before(contents: Sequence[types.Content], cut: int,
+                         orphans: Sequence[OrphanedResponse]) -> int | None:
+    """The oldest of the newest calls before ``cut`` that could claim each orphan.
+
+    ``None`` when some orphan has no such call (it is orphaned in the whole
+    history).
+    """
+    ids = {o.id for o in orphans if o.id}
+    names = {o.name for o in orphans if not o.id}
+    index = cut - 1
+    while index >= 0 and (ids or names):
+        for call_id, name in content_step(contents[index])[0]:
+            if call_id:
+                ids.discard(call_id)
+            else:
+                names.discard(name)
+        index -= 1
+    return None if ids or names else index + 1
+
+
+def _invocation_start_at_or_before(contents: Sequence[types.Content], position: int) -> int:
+    """The newest invocation start at or before ``position`` (0 if there is none)."""
+    index = position
+    while index >= 0 and not _is_human(contents[index]):
+        index -= 1
+    while index > 0 and _is_human(contents[index - 1]):
+        index -= 1
+    return max(index, 0)
 
 
 def trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:

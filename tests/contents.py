@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,26 +57,42 @@ def all_problems(contents: Sequence[types.Content], *, with_ids: bool = True) ->
     return [p for provider in providers for p in provider_problems(contents, provider)]
 
 
-@st.composite
-def valid_histories(draw: st.DrawFn, *, idless: bool = False) -> list[types.Content]:
-    """ADK-shaped request contents that every provider accepts."""
+Refs = list[tuple[str | None, str]]
+
+
+def _history(draw: st.DrawFn, *, idless: bool, invocations: int,
+             answer: Callable[[st.DrawFn, Refs], list[types.Content]]) -> list[types.Content]:
+    """Invocations of one or two user messages, rounds of parallel calls, maybe an answer.
+
+    ``answer`` returns the contents answering one round's calls.
+    """
     contents: list[types.Content] = []
     counter = 0
-    for _ in range(draw(st.integers(1, 7))):
+    for _ in range(draw(st.integers(1, invocations))):
         contents.append(user(f"u{len(contents)}"))
         if draw(st.booleans()):
             contents.append(user("and also"))
         for _round in range(draw(st.integers(0, 3))):
             names = draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=3))
-            refs: list[tuple[str | None, str]] = []
+            refs: Refs = []
             for name in names:
                 counter += 1
                 refs.append((None if idless else f"id{counter}", name))
             contents.append(calls(*refs))
-            contents.append(answers(*draw(st.permutations(refs)) if not idless else refs))
+            contents.extend(answer(draw, refs))
         if draw(st.booleans()):
             contents.append(model("answer"))
     return contents
+
+
+@st.composite
+def valid_histories(draw: st.DrawFn, *, idless: bool = False) -> list[types.Content]:
+    """ADK-shaped request contents that every provider accepts."""
+
+    def together(draw: st.DrawFn, refs: Refs) -> list[types.Content]:
+        return [answers(*draw(st.permutations(refs)) if not idless else refs)]
+
+    return _history(draw, idless=idless, invocations=7, answer=together)
 
 
 @st.composite
@@ -88,30 +104,16 @@ def tool_histories(draw: st.DrawFn) -> list[types.Content]:
     response lost. Histories with separate or lost responses are ones the strict
     validators reject; the rest they accept.
     """
-    idless = draw(st.booleans())
-    contents: list[types.Content] = []
-    counter = 0
-    for _ in range(draw(st.integers(1, 5))):
-        contents.append(user(f"u{len(contents)}"))
+
+    def any_way(draw: st.DrawFn, refs: Refs) -> list[types.Content]:
+        answered = list(draw(st.permutations(refs)))
+        if len(answered) > 1 and draw(st.integers(0, 5)) == 0:
+            answered.pop(draw(st.integers(0, len(answered) - 1)))  # a lost response
         if draw(st.booleans()):
-            contents.append(user("and also"))
-        for _round in range(draw(st.integers(0, 3))):
-            names = draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=3))
-            refs: list[tuple[str | None, str]] = []
-            for name in names:
-                counter += 1
-                refs.append((None if idless else f"id{counter}", name))
-            contents.append(calls(*refs))
-            answered = list(draw(st.permutations(refs)))
-            if len(answered) > 1 and draw(st.integers(0, 5)) == 0:
-                answered.pop(draw(st.integers(0, len(answered) - 1)))  # a lost response
-            if draw(st.booleans()):
-                contents.append(answers(*answered))
-            else:
-                contents.extend(answers(ref) for ref in answered)
-        if draw(st.booleans()):
-            contents.append(model("answer"))
-    return contents
+            return [answers(*answered)]
+        return [answers(ref) for ref in answered]
+
+    return _history(draw, idless=draw(st.booleans()), invocations=5, answer=any_way)
 
 
 @dataclass(frozen=True)

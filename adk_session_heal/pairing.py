@@ -143,21 +143,25 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
         The occurrences (each with the steps of its responses) and the orphaned
         responses.
     """
-    newest_by_id: dict[str, _StepQueue] = {}
+    newest_by_id: dict[str, _Newest] = {}
     newest_idless_by_name: dict[str, CallOccurrence] = {}
-    idless_queues: dict[str, _StepQueue] = {}
+    idless_queues: dict[str, _Newest] = {}
     positional = idless == "positional"
     occurrences: list[CallOccurrence] = []
     orphans: list[OrphanedResponse] = []
+    record = occurrences.append
     for index, (calls, responses) in enumerate(steps):
         if not calls and not responses:
             continue
         for response_id, response_name in responses:
-            owner: CallOccurrence | None
             if response_id:
-                owner = _deal(newest_by_id.get(response_id))
+                owner = newest_by_id.get(response_id)
+                if isinstance(owner, _StepQueue):
+                    owner = _deal(owner)
             elif positional:
-                owner = _deal(idless_queues.get(response_name))
+                owner = idless_queues.get(response_name)
+                if isinstance(owner, _StepQueue):
+                    owner = _deal(owner)
             else:
                 owner = newest_idless_by_name.get(response_name)
             if owner is None:
@@ -165,20 +169,16 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
             else:
                 owner.responses.append(index)
         for position, (call_id, call_name) in enumerate(calls):
-            occurrence = CallOccurrence(index, position, call_id, call_name)
-            occurrences.append(occurrence)
+            occurrence = CallOccurrence(index, position, call_id, call_name, [])
+            record(occurrence)
             if call_id:
                 same = newest_by_id.get(call_id)
-                if same is None or same.step != index:
-                    newest_by_id[call_id] = _StepQueue(index, [occurrence])
+                if same is None or same.step != index:  # the usual case, inlined
+                    newest_by_id[call_id] = occurrence
                 else:
-                    same.members.append(occurrence)
+                    _enqueue(newest_by_id, call_id, occurrence)
             elif positional:
-                queue = idless_queues.get(call_name)
-                if queue is None or queue.step != index:
-                    idless_queues[call_name] = _StepQueue(index, [occurrence])
-                else:
-                    queue.members.append(occurrence)
+                _enqueue(idless_queues, call_name, occurrence)
             else:
                 newest_idless_by_name[call_name] = occurrence
     return Pairing(tuple(occurrences), tuple(orphans))
@@ -193,10 +193,27 @@ class _StepQueue:
     cursor: int = 0
 
 
-def _deal(queue: _StepQueue | None) -> CallOccurrence | None:
+_Newest = CallOccurrence | _StepQueue
+"""The newest step's calls of one id (or id-less name): one occurrence, or a queue of several.
+
+A lone call needs no queue (every response dealt to it goes to it), and most
+calls are alone in their step, so the queue is only built for a second one.
+"""
+
+
+def _enqueue(newest: dict[str, _Newest], key: str, occurrence: CallOccurrence) -> None:
+    """Records ``occurrence`` as the newest call of ``key``, queued after its step's others."""
+    same = newest.get(key)
+    if same is None or same.step != occurrence.step:
+        newest[key] = occurrence
+    elif isinstance(same, CallOccurrence):
+        newest[key] = _StepQueue(occurrence.step, [same, occurrence])
+    else:
+        same.members.append(occurrence)
+
+
+def _deal(queue: _StepQueue) -> CallOccurrence:
     """Returns the next unanswered member of a queue (its last once all are)."""
-    if queue is None:
-        return None
     if queue.cursor < len(queue.members):
         queue.cursor += 1
         return queue.members[queue.cursor - 1]

@@ -7,16 +7,22 @@ from typing import Any
 
 import pytest
 from contents import (
+    CUSTOM_FILTERS,
+    Copies,
+    CustomFilter,
+    Identity,
     all_problems,
     answers,
     calls,
     model,
     seed_history,
+    tool_histories,
     user,
     valid_histories,
 )
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -24,8 +30,10 @@ from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adk_session_heal.pairing import pair
 from adk_session_heal.plugin import ContextWindow, ToolAwareContextFilterPlugin
 from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
+from adk_session_heal.provider_rules import gemini_steps
 from adk_session_heal.testing import ProviderRejected, ScriptedModel
 
 
@@ -110,14 +118,85 @@ def test_custom_filter_breaking_a_pair_is_dropped_when_asked() -> None:
     assert all_problems(out) == []
 
 
-def test_custom_filter_may_add_its_own_contents() -> None:
-    """A summarising filter's new content is kept in place; pairs around it stay whole."""
+def test_filter_own_contents_are_not_sent(caplog: pytest.LogCaptureFixture) -> None:
+    """A content the filter made up (a summary) is left out and logged; the rest is sent."""
     history = seed_history()
     summary = model("summary of earlier turns")
     window = ContextWindow(custom_filter=lambda cs: [cs[0], summary, *cs[6:]])
-    out = window.apply(history)
-    assert out[1] is summary
-    assert all_problems(out) == []
+    with caplog.at_level(logging.WARNING, logger="adk_session_heal.plugin"):
+        out = window.apply(history)
+    assert _numbers(out, history) == [1, 7, 8, 9]
+    assert "1 content(s) that were not among its input" in caplog.text
+
+
+def _separate_answers() -> list[types.Content]:
+    """Parallel calls answered by two separate contents, in reverse order."""
+    return [user("q"), calls(("a", "f"), ("b", "g")), answers(("b", "g")), answers(("a", "f")),
+            model("done"), user("next")]
+
+
+def test_identity_filter_leaves_separately_answered_calls_unchanged() -> None:
+    """An identity filter sends every content as it came, also responses in separate contents."""
+    history = _separate_answers()
+    snapshot = [c.model_copy(deep=True) for c in history]
+    out = ContextWindow(custom_filter=lambda cs: cs).apply(history)
+    assert out == snapshot
+    assert all(a is b for a, b in zip(out, history, strict=True))
+
+
+def test_a_call_goes_with_all_its_separate_responses() -> None:
+    """Dropping one of two separate responses restores it (widen) or drops the call (drop)."""
+    history = _separate_answers()
+    without_b = lambda cs: [c for c in cs if c is not history[2]]  # noqa: E731
+    assert _numbers(ContextWindow(custom_filter=without_b).apply(history), history) == [
+        1, 2, 3, 4, 5, 6]
+    dropped = ContextWindow(custom_filter=without_b, repair="drop").apply(history)
+    assert _numbers(dropped, history) == [1, 5, 6]
+
+
+def test_keep_last_filter_keeps_the_newest_human_message() -> None:
+    """A keep-last-1 filter ending on a tool cycle still sends the newest human message."""
+    history = [*seed_history()[:7], model("let me look"), calls(("c2", "lookup")),
+               answers(("c2", "lookup"))]
+    for mode in ("widen", "drop"):
+        out = ContextWindow(custom_filter=lambda cs: cs[-1:], repair=mode).apply(  # type: ignore[arg-type]
+            history)
+        assert history[6] in out and all(any(o is c for c in history) for o in out)
+        assert all_problems(out) == []
+    widened = ContextWindow(custom_filter=lambda cs: cs[-1:]).apply(history)
+    assert _numbers(widened, history) == [7, 9, 10]
+
+
+def test_copies_choose_the_original_contents() -> None:
+    """A filter returning deep copies, even reordered, sends the original objects in order."""
+    history = _separate_answers()
+    copies = ContextWindow(custom_filter=lambda cs: [c.model_copy(deep=True) for c in cs])
+    assert all(a is b for a, b in zip(copies.apply(history), history, strict=True))
+    last = ContextWindow(custom_filter=lambda cs: [c.model_copy(deep=True) for c in cs[-3:]],
+                         repair="drop")
+    assert _numbers(last.apply(history), history) == [5, 6]
+    reordered = ContextWindow(
+        custom_filter=lambda cs: [c.model_copy(deep=True) for c in reversed(cs)])
+    assert all(a is b for a, b in zip(reordered.apply(history), history, strict=True))
+
+
+def test_equal_contents_are_chosen_in_order() -> None:
+    """Copies of equal contents choose them in order; an object listed twice is sent twice."""
+    again = user("again")
+    history = [user("q"), model("x"), user("r"), model("x"), again, again]
+    copies = ContextWindow(custom_filter=lambda cs: [c.model_copy(deep=True) for c in cs[1:4:2]])
+    out = copies.apply(history)
+    assert [id(c) for c in out] == [id(history[i]) for i in (1, 3, 5)]
+    both = ContextWindow(custom_filter=lambda cs: cs).apply(history)
+    assert len(both) == 6 and both[4] is both[5] is again
+
+
+def test_heal_after_a_filter_is_the_heal_without_one() -> None:
+    """With heal on, an identity filter changes nothing the heal would not."""
+    history = [user("a"), calls(("c1", "f"), ("c2", "f")), answers(("c1", "f")), user("b")]
+    healed = ContextWindow(heal=True).apply(history)
+    assert ContextWindow(heal=True, custom_filter=lambda cs: cs).apply(history) == healed
+    assert all_problems(healed) == []
 
 
 def test_in_request_heal_answers_with_the_wrappers_payload() -> None:
@@ -205,6 +284,62 @@ def test_idless_histories_keep_gemini_happy(history: list[Any], window: ContextW
     assert all_problems(window.apply(history), with_ids=False) == []
 
 
+def _calls_split(history: list[types.Content], out: list[types.Content]) -> list[str]:
+    """The calls of ``history`` sent without all their responses, or responses without it."""
+    sent = {id(c) for c in out}
+    steps, _roles = gemini_steps(history)
+    return [f"{o.id or o.name}@{o.step}" for o in pair(steps, idless="positional").occurrences
+            if any((id(history[r]) in sent) != (id(history[o.step]) in sent)
+                   for r in o.responses)]
+
+
+def _with(window: ContextWindow, custom: CustomFilter, mode: str,
+          heal: bool = False) -> ContextWindow:
+    return ContextWindow(
+        num_invocations_to_keep=window.num_invocations_to_keep, budget=window.budget,
+        protected_prefix=window.protected_prefix, hysteresis=window.hysteresis,
+        custom_filter=custom, repair=mode, heal=heal)  # type: ignore[arg-type]
+
+
+ANY_HISTORY = st.one_of(tool_histories(), valid_histories(),
+                        valid_histories(idless=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_HISTORY, WINDOWS, CUSTOM_FILTERS, st.sampled_from(["widen", "drop"]))
+def test_custom_filter_output_is_a_whole_subsequence(
+        history: list[Any], window: ContextWindow, custom: CustomFilter, mode: str) -> None:
+    """Any filter: a subsequence, no call split, the newest human kept, valid in, valid out."""
+    out = _with(window, custom, mode).apply(history)
+    assert _is_subsequence(out, history)
+    assert _calls_split(history, out) == []
+    newest = _newest_human(history)
+    assert newest is None or any(c is newest for c in out)
+    with_ids = any(p.function_call.id for c in history for p in c.parts or ()
+                   if p.function_call)
+    if all_problems(history, with_ids=with_ids) == []:
+        assert all_problems(out, with_ids=with_ids) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(ANY_HISTORY, st.booleans(), st.sampled_from(["widen", "drop"]))
+def test_identity_filter_changes_nothing(history: list[Any], copies: bool, mode: str) -> None:
+    """An identity filter, or one returning copies of everything, sends the input as it is."""
+    custom: CustomFilter = Copies(Identity()) if copies else Identity()
+    out = ContextWindow(custom_filter=custom, repair=mode).apply(  # type: ignore[arg-type]
+        history)
+    assert len(out) == len(history) and all(a is b for a, b in zip(out, history, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(valid_histories(), WINDOWS, CUSTOM_FILTERS, st.sampled_from(["widen", "drop"]))
+def test_heal_adds_nothing_to_a_whole_choice(history: list[Any], window: ContextWindow,
+                                             custom: CustomFilter, mode: str) -> None:
+    """With heal on, a filter's choice of a valid history is sent as without heal."""
+    assert _with(window, custom, mode, heal=True).apply(history) == _with(
+        window, custom, mode).apply(history)
+
+
 # -- the plugin in ADK ---------------------------------------------------------------
 
 
@@ -233,6 +368,17 @@ async def test_raising_filter_leaves_request_exactly_as_it_came(
     assert all(a is b for a, b in zip(request.contents, before, strict=True))
     (record,) = caplog.records
     assert record.exc_info is not None and "filter exploded" in str(record.exc_info[1])
+
+
+async def test_identity_filter_leaves_the_request_as_it_came() -> None:
+    """The plugin with an identity filter sends the request's own contents, equal and unedited."""
+    plugin = ToolAwareContextFilterPlugin(custom_filter=lambda contents: contents)
+    request = LlmRequest(contents=_separate_answers())
+    before, snapshot = list(request.contents), request.model_copy(deep=True)
+    await plugin.before_model_callback(
+        callback_context=_Context(), llm_request=request)  # type: ignore[arg-type]
+    assert all(a is b for a, b in zip(request.contents, before, strict=True))
+    assert request == snapshot
 
 
 def _strict(contents: Any) -> list[str]:
@@ -291,14 +437,46 @@ async def test_adk_plugin_with_a_pair_breaking_filter_is_rejected_ours_is_not() 
     assert len(model_.requests) == 5
 
 
-@settings(max_examples=200, deadline=None)
+def _parallel_script() -> list[Any]:
+    both = LlmResponse(content=types.Content(role="model", parts=[
+        types.Part(function_call=types.FunctionCall(id=f"p{i}", name="_lookup",
+                                                    args={"topic": topic}))
+        for i, topic in enumerate(("X", "Y"))]))
+    return [ScriptedModel.say("hi"), both, ScriptedModel.say("X and Y are ..."),
+            ScriptedModel.call("_lookup", {"topic": "Z"}, call_id="c3"),
+            ScriptedModel.say("Z is ...")]
+
+
+async def test_keep_last_copy_filter_in_a_real_runner_keeps_the_question() -> None:
+    """A keep-last-1 filter returning copies: ADK's request is rejected, ours valid and asked."""
+
+    def last_copy(contents: list[types.Content]) -> list[types.Content]:
+        return [c.model_copy(deep=True) for c in contents[-1:]]
+
+    with pytest.raises(ProviderRejected):
+        await _run(ContextFilterPlugin(custom_filter=last_copy), _parallel_script())
+    model_ = await _run(ToolAwareContextFilterPlugin(custom_filter=last_copy),
+                        _parallel_script())
+    questions = ["hello", "tell me about X", "tell me about X", "tell me more", "tell me more"]
+    for request, question in zip(model_.requests, questions, strict=True):
+        assert [p.text for p in request.contents[0].parts or ()] == [question]
+    assert [len(r.contents) for r in model_.requests] == [1, 1, 3, 1, 3]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.booleans().flatmap(lambda idless: valid_histories(idless=idless)),
-       st.integers(0, 6), st.integers(1, 4), st.integers(1, 3))
+       st.integers(0, 6), st.integers(1, 4), st.integers(1, 3), st.data())
 def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, keep: int,
-                                            hysteresis: int) -> None:
-    """The count-mode fast path cuts exactly where the full pairing pass would."""
+                                            hysteresis: int, data: st.DataObject) -> None:
+    """The count-mode fast path (widening to late-answered calls) cuts where the full pass would."""
     from adk_session_heal.plugin.trimming import full_trim, trim
 
     contents = history[dropped:]  # dropping a prefix may orphan responses
+    for _late in range(data.draw(st.integers(0, 2))):  # answers moved invocations later
+        responses = [i for i, c in enumerate(contents)
+                     if any(p.function_response for p in c.parts or ())]
+        if responses:
+            moved = contents.pop(data.draw(st.sampled_from(responses)))
+            contents.insert(data.draw(st.integers(0, len(contents))), moved)
     window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis)
     assert trim(contents, window) == full_trim(contents, window)

@@ -8,14 +8,15 @@ response was cut off:
 
 * The window only starts where no kept response belongs to a dropped call
   (:mod:`~adk_session_heal.plugin.trimming`).
-* A ``custom_filter`` runs on the trimmed window; whatever pairs its output
-  breaks are repaired, by restoring the missing halves from the window
-  (``repair="widen"``, the default, :mod:`~adk_session_heal.plugin.widening`)
-  or by dropping the broken halves (``repair="drop"``), and anything still
-  broken after widening is dropped by the request-side repairer
-  (:mod:`adk_session_heal.request_repair`). The output is never sent broken:
-  if repair cannot make it whole, the trimmed window is sent without the
-  filter and the error is logged.
+* A ``custom_filter`` runs on the trimmed window and *chooses* what to send:
+  its output is read back as positions of its input
+  (:mod:`~adk_session_heal.plugin.matching`: the objects it was given, or
+  equal copies), and what is sent is always a subsequence of the request's
+  contents, never an edited or made-up content. The choice is completed
+  (:mod:`~adk_session_heal.plugin.widening`): a call is sent if and only if
+  all its responses are, wherever they sit, and the newest human message
+  always is; the halves the filter split are restored (``repair="widen"``, the
+  default) or left out (``repair="drop"``). An identity filter changes nothing.
 * Optionally (``heal=True`` or a :class:`~adk_session_heal.policy.HealPolicy`),
   calls left unanswered in the request are answered in the request only (not
   persisted) with the same synthetic payload the healing session service writes.
@@ -25,10 +26,11 @@ response was cut off:
   as it came and the error is logged with its traceback
   (:mod:`~adk_session_heal.plugin.adk_plugin`).
 
-What "broken" means is :mod:`adk_session_heal.provider_rules`' one statement of
-the providers' rules. The work is a few linear passes over the contents: no
-step is quadratic. :func:`filter_contents` (:mod:`~adk_session_heal.plugin.window`)
-is the same logic as a pure function.
+Which response belongs to which call is :func:`adk_session_heal.pairing.pair`'s
+decision, and a request the strict validators accept stays accepted. The work
+is a few linear passes over the contents: no step is quadratic.
+:func:`filter_contents` (:mod:`~adk_session_heal.plugin.window`) is the same
+logic as a pure function.
 """
 
 from __future__ import annotations

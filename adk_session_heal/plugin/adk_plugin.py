@@ -2,7 +2,7 @@
 
 Its ``before_model_callback`` replaces the request's contents with what its
 :class:`~adk_session_heal.plugin.window.ContextWindow` keeps, telling the
-window which calls the session marks as pending. If anything raises, the
+window, when it heals, which calls the session marks as pending. If anything raises, the
 custom filter included, the request is left exactly as it came and the error
 is logged with its traceback.
 """
@@ -51,7 +51,9 @@ class ToolAwareContextFilterPlugin(BasePlugin):
 
     Args:
         num_invocations_to_keep: Keep at most the last N invocations.
-        custom_filter: Runs after the trim; its output is checked and repaired.
+        custom_filter: Runs after the trim and chooses which contents to send;
+            the choice is completed so that no call is split (see
+            :class:`ContextWindow`).
         repair: ``"widen"`` (default) or ``"drop"``: see :class:`ContextWindow`.
         budget: Keep as many whole invocations as fit this size.
         counter: Size of a content for ``budget`` (default: characters).
@@ -97,8 +99,7 @@ class ToolAwareContextFilterPlugin(BasePlugin):
         """
         window = self.window
         try:
-            pending = (pending_calls(callback_context)
-                       if window.custom_filter is not None or window.heal else NOTHING_PENDING)
+            pending = pending_calls(callback_context) if window.heal else NOTHING_PENDING
             contents = window.apply(llm_request.contents, pending)
         except Exception:  # fail open: a filter must never break the agent
             logger.exception("Tool-aware context filter failed; request left unfiltered")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from google.genai import types
 
-from ..pairing import Pairing, Step, pair
-from ..provider_rules import gemini_steps
+from ..event_access import content_step
+from ..pairing import OrphanedResponse, Pairing, Step, pair
 
 if TYPE_CHECKING:
     from .window import ContextWindow
@@ -38,35 +38,46 @@ class _Shape:
     """What the trim needs to know about contents, from one pass plus pairing."""
 
     steps: list[Step]
-    roles: list[str]
     pairing: Pairing
     starts: list[int]  # invocation starts
     safe: list[int]  # invocation starts no response after which has its call before
 
 
 def _shape(contents: Sequence[types.Content]) -> _Shape:
-    steps, roles = gemini_steps(contents)
+    steps: list[Step] = []
     starts: list[int] = []
     previous_human = False
-    for index, role in enumerate(roles):
-        human = role == "user" and not steps[index][1]
+    for index, content in enumerate(contents):  # the one pass over every part
+        step = content_step(content)
+        steps.append(step)
+        human = content.role == "user" and not step[1]
         if human and not previous_human:
             starts.append(index)
         previous_human = human
     pairing = pair(steps, idless="positional")
-    n = len(steps)
-    earliest = list(range(n))
-    for occurrence in pairing.occurrences:
-        for response in occurrence.responses:
-            if occurrence.step < earliest[response]:
-                earliest[response] = occurrence.step
-    # need[i] = min(earliest[i:]): the oldest call a kept tail from i depends on.
-    need = earliest
-    for index in range(n - 2, -1, -1):
-        if need[index + 1] < need[index]:
-            need[index] = need[index + 1]
-    safe = [s for s in starts if need[s] >= s]
-    return _Shape(steps, roles, pairing, starts, safe)
+    return _Shape(steps, pairing, starts, _safe_starts(starts, pairing))
+
+
+def _safe_starts(starts: list[int], pairing: Pairing) -> list[int]:
+    """The starts ``s`` no response at or after which belongs to a call before ``s``.
+
+    One sweep over the starts and the call occurrences (both in history order):
+    ``reach`` is the last response step of any call before the start.
+    """
+    occurrences = pairing.occurrences
+    safe: list[int] = []
+    reach = -1
+    next_occurrence = 0
+    count = len(occurrences)
+    for start in starts:
+        while next_occurrence < count and occurrences[next_occurrence].step < start:
+            responses = occurrences[next_occurrence].responses
+            if responses and responses[-1] > reach:
+                reach = responses[-1]
+            next_occurrence += 1
+        if reach < start:
+            safe.append(start)
+    return safe
 
 
 def _closed_prefix(shape: _Shape, length: int) -> int:
@@ -105,9 +116,17 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
     Walks back only until ``keep + hysteresis`` invocation starts are seen, then
     pairs the kept tail alone. If the tail pairs with no orphan, no kept
     response belongs to a dropped call, so the cut at the start of the
-    ``keep``-th newest invocation is safe: the same answer :func:`full_trim` gives,
-    in time proportional to the tail. Returns ``None`` when the tail has an
-    orphan (the cut may have to widen), leaving the full pass to decide.
+    ``keep``-th newest invocation is safe: the same answer :func:`full_trim`
+    gives, in time proportional to the tail.
+
+    A response orphaned in the tail whose call is further back (a long-running
+    tool answered invocations later) belongs, in the whole history, to the
+    newest call before the cut with its id (or, id-less, its name): nothing in
+    the tail before it could claim it. Every start from that call's position to
+    the response is unsafe, so the cut widens to the invocation start at or
+    before the call, and the longer tail is paired again. Returns ``None``,
+    leaving the full pass to decide, when an orphan has no call before the cut
+    (it is orphaned in the whole history too) or after a few widenings.
     """
     starts: list[int] = []
     index = len(contents) - 1
@@ -123,10 +142,52 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
     if len(starts) < keep + hysteresis:
         return 0
     cut = starts[keep - 1]
-    steps, _roles = gemini_steps(contents[cut:])
-    if pair(steps, idless="positional").orphans:
-        return None
-    return cut
+    steps = [content_step(content) for content in contents[cut:]]
+    for _widening in range(_MAX_WIDENINGS):
+        orphans = pair(steps, idless="positional").orphans
+        if not orphans:
+            return cut
+        call = _newest_calls_before(contents, cut, orphans)
+        if call is None:
+            return None
+        wider = _invocation_start_at_or_before(contents, call)
+        steps[:0] = [content_step(content) for content in contents[wider:cut]]
+        cut = wider
+    return None
+
+
+_MAX_WIDENINGS = 4
+"""Tail pairings :func:`tail_cut` tries before leaving the cut to the full pass."""
+
+
+def _newest_calls_before(contents: Sequence[types.Content], cut: int,
+                         orphans: Sequence[OrphanedResponse]) -> int | None:
+    """The oldest of the newest calls before ``cut`` that could claim each orphan.
+
+    ``None`` when some orphan has no such call (it is orphaned in the whole
+    history).
+    """
+    ids = {o.id for o in orphans if o.id}
+    names = {o.name for o in orphans if not o.id}
+    index = cut - 1
+    while index >= 0 and (ids or names):
+        for call_id, name in content_step(contents[index])[0]:
+            if call_id:
+                ids.discard(call_id)
+            else:
+                names.discard(name)
+        index -= 1
+    return None if ids or names else index + 1
+
+
+def _invocation_start_at_or_before(contents: Sequence[types.Content], position: int) -> int:
+    """The newest invocation start at or before ``position`` (0 if there is none)."""
+    index = position
+    while index >= 0 and not _is_human(contents[index]):
+        index -= 1
+    while index > 0 and _is_human(contents[index - 1]):
+        index -= 1
+    return max(index, 0)
 
 
 def trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:

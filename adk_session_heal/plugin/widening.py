@@ -1,85 +1,108 @@
-"""What a custom filter broke: restoring the missing halves, and counting breaks.
+"""Completing a custom filter's choice of contents so that no tool call is split.
 
-A custom filter runs on the trimmed window and may drop a call whose response
-it keeps, or the user turn a call turn needs before it. :func:`widen` puts the
-missing halves back from the trimmed contents; :func:`broken` counts the calls
-that are still not whole, so the window can tell whether its repair made
-things worse. The rules are :mod:`adk_session_heal.provider_rules`'; what
-remains broken is then repaired by
-:func:`~adk_session_heal.request_repair.repair_contents`. Pure: no I/O.
+The window sends whole contents, never edited ones, so a choice of contents
+(:mod:`~adk_session_heal.plugin.matching`) is completed by content:
+
+* A content holding a call is kept if and only if every content holding one of
+  its responses is kept, wherever those sit (the same content, the next one,
+  or several separate contents). Which response belongs to which call is
+  :func:`~adk_session_heal.pairing.pair`'s decision, over the contents the
+  filter was given.
+* A content holding calls is kept only with the content before it when that is
+  a user-role content (Gemini's turn order: a call turn comes right after a
+  user or function-response turn).
+* The newest human message (a user content holding no function response) is
+  always kept.
+
+:func:`complete` either adds what the chosen contents need (``"widen"``) or
+removes what needs a content the filter dropped (``"drop"``). Either way, a
+call keeps all its responses and a response its call, so no call the filter
+was given whole is sent broken. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from google.genai import types
+from collections.abc import Sequence
+from typing import Literal
 
-from ..provider_rules import Verdict, call_turn_in_order, whole
-from ..request_repair import Pending
+from ..pairing import Pairing, Step
+from ..provider_rules import call_turn_in_order
 
-__all__ = ["broken", "widen"]
+__all__ = ["Repair", "complete", "newest_human"]
+
+Repair = Literal["widen", "drop"]
+"""How a custom filter's choice is completed: see :func:`complete`."""
 
 
-def widen(trimmed: list[types.Content], verdict: Verdict, filtered: list[types.Content],
-          pending: Pending) -> list[types.Content]:
-    """Restores what the filter's output needs from the trimmed contents.
+def newest_human(steps: Sequence[Step], roles: Sequence[str]) -> int:
+    """The position of the newest user content holding no function response, or -1."""
+    for index in range(len(steps) - 1, -1, -1):
+        if roles[index] == "user" and not steps[index][1]:
+            return index
+    return -1
+
+
+def complete(chosen: Sequence[bool], roles: Sequence[str], pairing: Pairing,
+             repair: Repair, keep: int = -1) -> list[bool]:
+    """Completes a choice of contents so that every call goes with all its responses.
 
     Args:
-        trimmed: The contents the filter was given.
-        verdict: ``contents_verdict(trimmed)``.
-        filtered: What the filter returned.
-        pending: Calls whose responses are not restored.
+        chosen: Per content, whether the filter kept it.
+        roles: The role of each content.
+        pairing: ``pair(steps, idless="positional")`` over those contents.
+        repair: ``"widen"`` adds every content a kept one needs (a call's
+            responses, a response's call and its siblings, the user turn
+            before a call turn); ``"drop"`` removes every content that needs
+            one the filter dropped.
+        keep: A position kept whatever the filter chose (-1: none), with all
+            it needs: the newest human message.
 
     Returns:
-        ``filtered`` with the calls, responses and user turns it needs from
-        ``trimmed`` put back in place; ``filtered`` itself if nothing is
-        missing or the filter reordered or repeated contents.
+        Per content, whether it is sent.
     """
-    position = {id(c): i for i, c in enumerate(trimmed)}
-    origin = [position.get(id(c)) for c in filtered]
-    known = [i for i in origin if i is not None]
-    if any(b <= a for a, b in zip(known, known[1:], strict=False)):
-        return filtered  # reordered or repeated: nothing to widen into; drop instead.
-    partners: list[list[int]] = [[] for _ in trimmed]
-    for occurrence in verdict.pairing.occurrences:
-        if pending.covers(occurrence.id, occurrence.name):
-            continue
-        for response in occurrence.responses:
-            partners[occurrence.step].append(response)
-            partners[response].append(occurrence.step)
-    for index, (calls, _responses) in enumerate(verdict.steps):
-        if calls and index > 0 and call_turn_in_order(trimmed[index - 1].role):
-            partners[index].append(index - 1)  # the turn a call turn must follow
-    kept = [False] * len(trimmed)
-    work = list(known)
-    for index in known:
-        kept[index] = True
-    restored = [False] * len(trimmed)
+    needs = _needs(roles, pairing)
+    kept = list(chosen)
+    if keep >= 0:
+        kept[keep] = True
+    if repair == "widen":
+        _add_needed(kept, needs, [i for i in needs if kept[i]])
+        return kept
+    needed_by: dict[int, list[int]] = {}
+    for index, needed in needs.items():
+        for other in needed:
+            needed_by.setdefault(other, []).append(index)
+    work = [i for i in needed_by if not kept[i]]
     while work:
-        index = work.pop()
-        for partner in partners[index]:
-            if not kept[partner]:
-                kept[partner] = restored[partner] = True
-                work.append(partner)
-    if not any(restored):
-        return filtered
-    result: list[types.Content] = []
-    cursor = 0
-    for content, source in zip(filtered, origin, strict=True):
-        if source is not None:
-            while cursor < source:
-                if restored[cursor]:
-                    result.append(trimmed[cursor])
-                cursor += 1
-            cursor = source + 1
-        result.append(content)
-    result.extend(trimmed[i] for i in range(cursor, len(trimmed)) if restored[i])
-    return result
+        for other in needed_by.get(work.pop(), ()):
+            if kept[other]:
+                kept[other] = False
+                work.append(other)
+    if keep >= 0 and not kept[keep]:  # it held a call whose other half was dropped
+        kept[keep] = True
+        _add_needed(kept, needs, [keep])
+    return kept
 
 
-def broken(verdict: Verdict, pending: Pending) -> int:
-    """Counts orphaned responses and calls that are not whole, pending calls aside."""
-    count = len(verdict.pairing.orphans)
-    for occurrence, ok in zip(verdict.pairing.occurrences, whole(verdict), strict=True):
-        if not ok and not pending.covers(occurrence.id, occurrence.name):
-            count += 1
-    return count
+def _needs(roles: Sequence[str], pairing: Pairing) -> dict[int, list[int]]:
+    """Per content holding calls or responses, the contents it cannot be sent without."""
+    needs: dict[int, list[int]] = {}
+    previous = -1
+    for occurrence in pairing.occurrences:
+        step = occurrence.step
+        if step != previous:  # the first call of its content
+            previous = step
+            if step > 0 and call_turn_in_order(roles[step - 1]):
+                needs.setdefault(step, []).append(step - 1)
+        for response in occurrence.responses:
+            needs.setdefault(step, []).append(response)
+            needs.setdefault(response, []).append(step)
+    return needs
+
+
+def _add_needed(kept: list[bool], needs: dict[int, list[int]], work: list[int]) -> None:
+    """Marks kept everything the contents in ``work`` need, transitively."""
+    while work:
+        for other in needs.get(work.pop(), ()):
+            if not kept[other]:
+                kept[other] = True
+                work.append(other)

@@ -4,18 +4,21 @@
 
 1. Trim by whole invocations, never splitting a tool cycle
    (:mod:`adk_session_heal.plugin.trimming`).
-2. Run the ``custom_filter`` on the trimmed window; restore the halves of the
-   pairs its output breaks from the window (``repair="widen"``,
-   :mod:`adk_session_heal.plugin.widening`) or leave them to be dropped
-   (``repair="drop"``).
-3. Repair what is still broken with the request-side repairer
-   (:func:`~adk_session_heal.request_repair.repair_contents`): broken halves
-   are dropped or, with ``heal``, unanswered calls are answered with the
-   healing policy's payload. Pending calls are never touched.
-4. If the repaired output is more broken than the trimmed window, send the
-   trimmed window without the filter and log the error.
+2. Run the ``custom_filter`` on the trimmed window and read what it returned
+   as a choice of the window's contents
+   (:mod:`adk_session_heal.plugin.matching`): the filter chooses, it never
+   edits; contents it made up are not sent.
+3. Complete that choice (:mod:`adk_session_heal.plugin.widening`): a call is
+   sent if and only if all its responses are, and the newest human message
+   always is; pairs the filter split are restored from the window
+   (``repair="widen"``) or left out (``repair="drop"``).
+4. With ``heal``, answer the calls still unanswered with the healing policy's
+   payload (:func:`~adk_session_heal.request_repair.repair_contents`). Pending
+   calls are never answered.
 
-:func:`filter_contents` is the same as a function. Pure: no I/O (logging aside).
+So what is sent is the trimmed window, a subsequence of it, or (with ``heal``)
+that plus synthetic answers. :func:`filter_contents` is the same as a
+function. Pure: no I/O (logging aside).
 """
 
 from __future__ import annotations
@@ -24,22 +27,20 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from google.genai import types
 
+from ..pairing import pair
 from ..policy import HealPolicy
-from ..provider_rules import contents_verdict
+from ..provider_rules import gemini_steps
 from ..request_repair import NOTHING_PENDING, Pending, repair_contents
+from .matching import chosen_positions
 from .trimming import trim
-from .widening import broken, widen
+from .widening import Repair, complete, newest_human
 
 __all__ = ["ContentCounter", "ContextWindow", "Repair", "content_chars", "filter_contents"]
 
 logger = logging.getLogger(__name__)
-
-Repair = Literal["widen", "drop"]
-"""How pairs broken by a custom filter are repaired: see :class:`ContextWindow`."""
 
 ContentCounter = Callable[[types.Content], int]
 """Returns the size of one content in budget units (characters, tokens, ...)."""
@@ -84,11 +85,15 @@ class ContextWindow:
             provider's prompt cache) stays put for ``hysteresis - 1`` turns.
             ``1`` (the default) trims whenever more than N exist, like ADK's
             ``remove_amount=1``.
-        custom_filter: Runs on the trimmed contents; its output is checked and
-            repaired.
-        repair: ``"widen"`` restores the halves of pairs the filter broke (and
-            the content before a call it left without its user turn) from the
-            trimmed contents; ``"drop"`` removes the broken halves instead.
+        custom_filter: Runs on the trimmed contents and chooses which to send:
+            what it returns is matched back to them (the objects, or equal
+            copies); its order does not matter and contents it made up are not
+            sent. The choice is completed so that a call goes with all its
+            responses and the newest human message is kept.
+        repair: ``"widen"`` adds what the filter's choice needs (the call of
+            a kept response, the responses of a kept call, wherever they sit,
+            the user turn before a kept call turn); ``"drop"`` leaves out
+            whatever needs a content the filter dropped instead.
         heal: Answer calls left unanswered in the request with this policy's
             payload (``True`` for the default policy). Never persisted.
     """
@@ -124,30 +129,40 @@ class ContextWindow:
 
         Args:
             contents: The request's contents, oldest first.
-            pending: Calls never to heal, drop or repair.
+            pending: Calls ``heal`` never answers.
 
         Returns:
-            The filtered contents. Content objects are shared with the input,
-            except those the heal or repair rebuilt.
+            A subsequence of ``contents`` (the same objects, in order) or, with
+            ``heal``, that with unanswered calls answered (the contents the
+            heal adds to or adds are new).
 
         Raises:
             Exception: Whatever the custom filter or counter raises.
         """
         trimmed = trim(contents, self)
+        if self.custom_filter is not None:
+            trimmed = self._choose(trimmed, self.custom_filter(list(trimmed)))
         policy = self._policy
-        if self.custom_filter is None:
-            return trimmed if policy is None else repair_contents(trimmed, policy, pending)
-        filtered = list(self.custom_filter(list(trimmed)))
-        verdict = contents_verdict(trimmed)
-        result = (widen(trimmed, verdict, filtered, pending) if self.repair == "widen"
-                  else filtered)
-        result = repair_contents(result, policy, pending)
-        if (trimmed and not result) or (
-                broken(contents_verdict(result), pending) > broken(verdict, pending)):
-            logger.error(
-                "custom_filter output could not be repaired into a valid history; "
-                "sending the trimmed contents without it")
-            return repair_contents(trimmed, policy, pending) if policy else trimmed
+        return trimmed if policy is None else repair_contents(trimmed, policy, pending)
+
+    def _choose(self, trimmed: list[types.Content],
+                returned: Sequence[types.Content]) -> list[types.Content]:
+        """The trimmed contents the filter's output chooses, completed (see :meth:`apply`)."""
+        chosen, foreign = chosen_positions(trimmed, returned)
+        if foreign:
+            logger.warning(
+                "custom_filter returned %d content(s) that were not among its input; "
+                "they are not sent (a filter chooses contents, it cannot add or edit them)",
+                foreign)
+        if all(chosen):
+            return trimmed
+        steps, roles = gemini_steps(trimmed)
+        sent = complete(chosen, roles, pair(steps, idless="positional"), self.repair,
+                        newest_human(steps, roles))
+        result = [content for content, keep in zip(trimmed, sent, strict=True) if keep]
+        if trimmed and not result:
+            logger.error("custom_filter left nothing to send; sending the trimmed contents")
+            return trimmed
         return result
 
 

@@ -44,7 +44,7 @@ from .findings import classify
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
 from .observe import report_heal, report_repair_run
-from .policy import HealPolicy
+from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
 from .store import DamagedRow, SessionFilter, SessionStore, open_store
@@ -130,6 +130,7 @@ async def _plan(
     *,
     now: float,
     stale_after: float | None,
+    clock_skew: float,
     progress: ScanProgress | None,
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session."""
@@ -145,7 +146,8 @@ async def _plan(
         damaged = stored.damaged
         if not damaged:
             try:
-                findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after)
+                findings = classify(stored.events, STORED_JSON, now=now,
+                                    stale_after=stale_after, clock_skew=clock_skew)
                 if policy is not None and findings.needs_healing:
                     heals = plan_session(
                         stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
@@ -248,6 +250,7 @@ async def scan(
     *,
     where: SessionFilter | None = None,
     stale_after: float | None = DEFAULT_OLDER_THAN,
+    clock_skew: float = DEFAULT_CLOCK_SKEW,
     now: float | None = None,
     progress: ScanProgress | None = None,
     timeout: TimeoutArg = None,
@@ -260,6 +263,9 @@ async def scan(
         where: Restrict to an app, user or session.
         stale_after: Age (seconds) after which a call of the newest invocation
             counts as stale (dead); ``None``: only superseded calls are dead.
+        clock_skew: Seconds added to ``stale_after`` for clocks that differ
+            between the hosts that wrote the sessions and this one (as
+            :attr:`HealPolicy.clock_skew`; default 5 minutes).
         now: The clock (default: the current time).
         progress: Receives progress.
         timeout: How long to wait for a database server: seconds, or a
@@ -276,7 +282,7 @@ async def scan(
     try:
         report, _ = await _plan(
             store, where or SessionFilter(), None, now=time.time() if now is None else now,
-            stale_after=stale_after, progress=progress,
+            stale_after=stale_after, clock_skew=clock_skew, progress=progress,
         )
         return report
     finally:
@@ -297,8 +303,9 @@ async def plan_repair(
     Args:
         url: The database.
         where: Restrict to an app, user or session.
-        policy: Which calls are dead (``stale_after``; default
-            :data:`DEFAULT_OLDER_THAN`) and the synthetic payload.
+        policy: Which calls are dead (``stale_after``, default
+            :data:`DEFAULT_OLDER_THAN`, plus ``clock_skew``) and the synthetic
+            payload.
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
         timeout: How long to wait for a database server: seconds, or a
@@ -317,7 +324,8 @@ async def plan_repair(
     try:
         report, sessions = await _plan(
             store, where or SessionFilter(), policy, now=clock,
-            stale_after=policy.stale_after_seconds, progress=progress,
+            stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
+            progress=progress,
         )
     finally:
         await store.close()
@@ -408,8 +416,9 @@ async def repair(
     Args:
         url: The database.
         where: Restrict to an app, user or session.
-        policy: Which calls are dead (``stale_after``; default
-            :data:`DEFAULT_OLDER_THAN`) and the synthetic payload.
+        policy: Which calls are dead (``stale_after``, default
+            :data:`DEFAULT_OLDER_THAN`, plus ``clock_skew``) and the synthetic
+            payload.
         dry_run: Plan and report exactly what would be written; write nothing.
         ledger: Record each heal in the ledger, in the same transaction.
         batch_size: Synthetic events per transaction.
@@ -435,7 +444,8 @@ async def repair(
             await _check_ledger(store)
         report, sessions = await _plan(
             store, where or SessionFilter(), policy, now=clock,
-            stale_after=policy.stale_after_seconds, progress=progress,
+            stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
+            progress=progress,
         )
         assert store.url is not None
         plan = RepairPlan(store.url, report, tuple(sessions), clock)
@@ -453,6 +463,7 @@ async def scan_service(
     user_id: str | None = None,
     session_id: str | None = None,
     stale_after: float | None = DEFAULT_OLDER_THAN,
+    clock_skew: float = DEFAULT_CLOCK_SKEW,
     now: float | None = None,
 ) -> ScanReport:
     """Scans sessions through a session service's API (for stores without SQL).
@@ -466,6 +477,7 @@ async def scan_service(
         user_id: Only this user's sessions.
         session_id: Only this session.
         stale_after: As for :func:`scan`.
+        clock_skew: As for :func:`scan`.
         now: The clock.
 
     Returns:
@@ -483,6 +495,7 @@ async def scan_service(
         if session is None:
             continue
         report.sessions_scanned += 1
-        findings = classify(session.events, ADK_EVENTS, now=clock, stale_after=stale_after)
+        findings = classify(session.events, ADK_EVENTS, now=clock, stale_after=stale_after,
+                            clock_skew=clock_skew)
         report.add(SessionKey.of(session), len(session.events), findings)
     return report

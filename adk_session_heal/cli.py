@@ -96,13 +96,22 @@ def _filters(command: F) -> F:
 
 
 def _older_than(command: F) -> F:
+    command = click.option(
+        "--clock-skew",
+        default="5m",
+        show_default=True,
+        callback=_duration,
+        help="Clock difference tolerated between the hosts that wrote the sessions and this "
+        "one; added to --older-than. 0s only when they share this host's clock.",
+    )(command)
     return click.option(
         "--older-than",
         default="24h",
         show_default=True,
         callback=_duration,
-        help="Calls of a session's newest invocation count as dead (stale) after this age. "
-        "Calls superseded by a later invocation are dead at any age.",
+        help="Calls of a session's newest invocation count as dead (stale) once older than "
+        "this plus --clock-skew (by their stored time). Calls superseded by a later "
+        "invocation are dead at any age.",
     )(command)
 
 
@@ -279,7 +288,8 @@ def main() -> None:
 @_timeout
 @_json_flag
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                 older_than: float, timeout: float | None, as_json: bool) -> None:
+                 older_than: float, clock_skew: float, timeout: float | None,
+                 as_json: bool) -> None:
     """Report dead tool calls, read-only.
 
     Exit 0: nothing to heal; 1: something needs healing (wins over 3); 2: bad
@@ -290,8 +300,8 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     """
     where = SessionFilter(app_name, user_id, session_id)
     report = _run(_with_progress(
-        as_json, lambda bar: scan(url, where=where, stale_after=older_than, progress=bar,
-                                  timeout=timeout)))
+        as_json, lambda bar: scan(url, where=where, stale_after=older_than,
+                                  clock_skew=clock_skew, progress=bar, timeout=timeout)))
     if as_json:
         _print_json(report.to_json())
     else:
@@ -315,8 +325,9 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @_timeout
 @_json_flag
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                   older_than: float, dry_run: bool, yes: bool, no_ledger: bool,
-                   batch_size: int, timeout: float | None, as_json: bool) -> None:
+                   older_than: float, clock_skew: float, dry_run: bool, yes: bool,
+                   no_ledger: bool, batch_size: int, timeout: float | None,
+                   as_json: bool) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
@@ -329,7 +340,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
     where = SessionFilter(app_name, user_id, session_id)
-    policy = HealPolicy(stale_after=older_than)
+    policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
     if not dry_run and not yes and not sys.stdin.isatty():
         raise CliError("repair writes to the database: pass --yes to confirm "
                        "(or --dry-run to see what it would write)")

@@ -11,9 +11,12 @@ returns them) and gives every function-call occurrence one
                ADK a new invocation on a session means the old one is over, so
                the call is dead for sure (ADK's compaction reasons the same way
                in ``_provably_dead_call_ids``).
-``stale``      unanswered, in the newest invocation, older than ``stale_after``.
+``stale``      unanswered, in the newest invocation, older than ``stale_after``
+               plus ``clock_skew`` (the call's time is its writer's clock, the
+               age is read on ours).
 ``in_flight``  unanswered, in the newest invocation, younger than that (or no
-               age given). May still be running: never healed.
+               age given, or stamped in our future). May still be running:
+               never healed.
 ``pending``    a long-running call (``long_running_tool_ids``), a tool awaiting
                confirmation or credentials, or one of ADK's client function
                calls (``adk_request_*``). Legitimately unanswered: never healed.
@@ -235,6 +238,7 @@ def classify(
     *,
     now: float,
     stale_after: float | None = None,
+    clock_skew: float = 0.0,
 ) -> SessionFindings:
     """Classifies every function-call occurrence of a session.
 
@@ -247,6 +251,13 @@ def classify(
         stale_after: Age in seconds after which an unanswered call of the newest
             invocation counts as ``stale``. ``None`` (the default) never calls a
             call of the newest invocation stale.
+        clock_skew: How far (seconds) the writer's clock may be behind ``now``'s:
+            a call is ``stale`` only when ``now - its time > stale_after +
+            clock_skew``, so never when it is stamped in the future. The
+            healers pass :attr:`HealPolicy.clock_skew
+            <adk_session_heal.policy.HealPolicy.clock_skew>` (5 minutes by
+            default); ``0`` (the default here) trusts one shared clock.
+            ``superseded`` does not depend on clocks.
 
     Returns:
         The findings. A session without calls costs one pass over the events;
@@ -264,8 +275,9 @@ def classify(
     maybe_dead = any(o.id and not o.responses for o in pairing.occurrences)
 
     def build_calls() -> list[CallFinding]:
+        stale_age = None if stale_after is None else stale_after + clock_skew
         return _call_findings(events, access, pairing.occurrences, live, steps,
-                              now=now, stale_after=stale_after, maybe_dead=maybe_dead)
+                              now=now, stale_age=stale_age, maybe_dead=maybe_dead)
 
     orphans = tuple(
         ResponseFinding(
@@ -311,10 +323,13 @@ def _call_findings(
     steps: Sequence[Step],
     *,
     now: float,
-    stale_after: float | None,
+    stale_age: float | None,
     maybe_dead: bool,
 ) -> list[CallFinding]:
-    """Builds the per-call findings of :func:`classify` (on first access)."""
+    """Builds the per-call findings of :func:`classify` (on first access).
+
+    ``stale_age`` is ``stale_after + clock_skew``, or ``None``: never stale.
+    """
     long_running: set[str] = set()
     awaiting: set[str] = set()
     newest: str | None = None
@@ -360,8 +375,8 @@ def _call_findings(
             pending_reason = PendingReason.AWAITING_CONFIRMATION_OR_CREDENTIAL
         elif index < tail_start or (invocation != newest and index < last_counted):
             status = CallStatus.SUPERSEDED
-        elif stale_after is not None and now - access.timestamp(event) > stale_after:
-            status = CallStatus.STALE
+        elif stale_age is not None and now - access.timestamp(event) > max(stale_age, 0.0):
+            status = CallStatus.STALE  # an age past the skew; never a time in our future
         else:
             status = CallStatus.IN_FLIGHT
         calls.append(

@@ -15,7 +15,9 @@ inner service unchanged, and two add healing:
   comparison.
 
 What is healed: ``superseded`` calls (a later invocation exists), and
-``stale`` ones when :attr:`HealPolicy.stale_after` is set. Never in-flight,
+``stale`` ones when :attr:`HealPolicy.stale_after` is set (older than it plus
+:attr:`HealPolicy.clock_skew`, so a reader whose clock runs up to that far
+ahead of the runner's never heals a running call). Never in-flight,
 long-running, HITL, id-less or rewound calls (see
 :mod:`adk_session_heal.findings`).
 
@@ -25,7 +27,9 @@ without touching the session's revision (see
 the same session never fails with ``StaleSessionError``. For any other service
 the only write path is ``append_event``, which bumps the revision, so
 ``get_session`` heals those only when the session has been quiet for
-:attr:`HealPolicy.quiet_after` seconds. Heals are deduplicated through storage
+:attr:`HealPolicy.quiet_after` seconds (plus the clock skew); right before
+appending, such a service's session is read again and re-classified, and a
+call answered meanwhile is not healed. Heals are deduplicated through storage
 (deterministic ids, primary keys), serialised per session within a process,
 and never modify or delete an existing event. A failed heal write is logged
 with its traceback and the session is returned unhealed, unless
@@ -241,7 +245,8 @@ class HealingSessionService(BaseSessionService):
         if incoming is not None:
             events = [*session.events, incoming]
         try:  # fail-open like the write: a healer must never break the user's turn
-            findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds)
+            findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
+                                clock_skew=self.policy.clock_skew_seconds)
             if not findings.needs_healing:
                 return
             planned = plan_session(
@@ -263,7 +268,7 @@ class HealingSessionService(BaseSessionService):
         if (
             store.bumps_revision
             and trigger is HealTrigger.GET_SESSION
-            and now - session.events[-1].timestamp < self.policy.quiet_after
+            and not self.policy.is_quiet(session.events[-1].timestamp, now=now)
         ):
             return
         async with self._lock_for(session):

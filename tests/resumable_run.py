@@ -60,7 +60,8 @@ async def crash(url: str, session_id: str) -> None:
 
 async def resume(url: str, session_id: str, invocation_id: str, stale_after: str) -> None:
     inner = DatabaseSessionService(url)
-    policy = HealPolicy(stale_after=None if stale_after == "none" else float(stale_after))
+    policy = HealPolicy(stale_after=None if stale_after == "none" else float(stale_after),
+                        clock_skew=0)  # the crash and the resume share this host's clock
     service = HealingSessionService(inner, policy)
     async for _ in _runner(service, first_turn=False).run_async(
             user_id=USER, session_id=session_id, invocation_id=invocation_id):

@@ -44,7 +44,7 @@ async def _slow_tool(city: str) -> dict[str, str]:
 async def test_a_call_sealed_by_adks_own_abort_is_never_healed() -> None:
     """A run aborted in process is sealed by ADK itself; the wrapper adds nothing after it."""
     inner = InMemorySessionService()
-    service = HealingSessionService(inner, HealPolicy(stale_after=0))
+    service = HealingSessionService(inner, HealPolicy(stale_after=0, clock_skew=0))
     model = ScriptedModel(script=[ScriptedModel.call("_slow_tool", {"city": "Paris"})])
     runner = Runner(app_name=APP, agent=LlmAgent(name="a", model=model, tools=[_slow_tool]),
                     session_service=service)

@@ -154,7 +154,7 @@ async def test_unknown_service_heals_on_get_only_when_quiet() -> None:
     loaded = await busy.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert loaded is not None and synthetic(loaded.events) == []
 
-    quiet = HealingSessionService(inner, HealPolicy(quiet_after=5))
+    quiet = HealingSessionService(inner, HealPolicy(quiet_after=5, clock_skew=0))  # one clock
     healed = await quiet.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert healed is not None and len(synthetic(healed.events)) == 1
     stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)

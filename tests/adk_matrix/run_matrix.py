@@ -420,7 +420,7 @@ class CellRun:
             run_step("db upgrade", [cli, "db", "upgrade", self.db.url], env=self.env,
                      cwd=self.scratch)
         repair = [cli, "repair", self.db.url, "--app", app_name, "--older-than", "0s",
-                  "--yes", "--json"]
+                  "--clock-skew", "0s", "--yes", "--json"]
         report = json.loads(run_step("repair", repair, env=self.env, cwd=self.scratch))
         written = [h.get("synthetic_event_id") for h in report.get("heals", [])]
         if report.get("healed") != 1 or written != [heal_id]:

@@ -23,15 +23,22 @@ Gemini history ending on an unanswered call turn), the problem says so with
 ``strict_only=True``.
 
 :func:`provider_problems` converts a session (events, stored event JSON or ADK
-contents) with :mod:`adk_session_heal.formats` and validates it in one call.
-The module is pure: no I/O.
+contents) with :mod:`adk_session_heal.formats` and validates it in one call:
+that checks the **stored order**. What a model is sent can differ, because ADK
+rearranges the history when it builds a request (a response stored after a
+later turn is moved back right after its call, a dead call may be dropped):
+:func:`adk_request_contents` builds the contents the way the installed ADK
+does, with its own contents request processor, and :func:`adk_request_problems`
+checks those (**the request as ADK builds it**). The module does no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from google.genai import types
 
 from .provider_rules import (
     PROVIDERS,
@@ -49,11 +56,17 @@ from .provider_rules import (
     openai_responses_verdict,
 )
 
+if TYPE_CHECKING:
+    from google.adk.agents import BaseAgent
+    from google.adk.sessions import Session
+
 __all__ = [
     "PROVIDERS",
     "AnthropicBlock",
     "Problem",
     "Provider",
+    "adk_request_contents",
+    "adk_request_problems",
     "anthropic_turns",
     "gemini_steps",
     "openai_chat_steps",
@@ -378,3 +391,61 @@ def provider_problems(history: Sequence[Any], provider: Provider) -> list[Proble
     from .formats import convert
 
     return validate(convert(history, provider), provider)
+
+
+# -- the request as ADK builds it ---------------------------------------------------
+
+
+async def adk_request_contents(session: Session, agent: BaseAgent) -> list[types.Content]:
+    """Builds the contents of ``agent``'s next model request as the installed ADK would.
+
+    Runs ADK's own contents request processor
+    (``google.adk.flows.llm_flows.contents.request_processor``) over the
+    session's events, as a ``Runner`` does before each model call: rewinds,
+    branches, other agents' messages, compaction, and the rearranging of
+    function responses (a response stored after a later turn is sent right
+    after its call). Nothing is written or sent.
+
+    Args:
+        session: The session, with the events the request is built from (the
+            new user message included, as the runner appends it first).
+        agent: The ``LlmAgent`` about to call its model (its ``include_contents``
+            and model decide what ADK keeps).
+
+    Returns:
+        The request's contents, oldest first.
+    """
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.flows.llm_flows.contents import request_processor
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.sessions import InMemorySessionService
+
+    newest = session.events[-1].invocation_id if session.events else ""
+    context = InvocationContext(
+        session_service=InMemorySessionService(),  # required; the processor never uses it
+        invocation_id=newest or "adk-session-heal-request",
+        agent=agent,
+        session=session,
+    )
+    request = LlmRequest()
+    async for _event in request_processor.run_async(context, request):
+        pass
+    return list(request.contents)
+
+
+async def adk_request_problems(
+    session: Session, agent: BaseAgent, provider: Provider
+) -> list[Problem]:
+    """Would ``provider`` reject the request ADK builds from this session, and why?
+
+    :func:`adk_request_contents`, then :func:`provider_problems` on the result.
+
+    Args:
+        session: The session (see :func:`adk_request_contents`).
+        agent: The agent about to call its model.
+        provider: The format to convert the request's contents to and check.
+
+    Returns:
+        The problems; indices refer to the converted request.
+    """
+    return provider_problems(await adk_request_contents(session, agent), provider)

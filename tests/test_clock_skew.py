@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -172,7 +171,7 @@ async def _skewed_run(kind: str, offset: float, tmp_path: Path) -> tuple[dict[st
 async def test_a_reader_five_minutes_off_never_heals_a_running_tool(
     kind: str, offset: float, tmp_path: Path
 ) -> None:
-    """A reader 5 min ahead/behind (stale_after=10 s, tool 3 s) writes no heal; the run ends cleanly.
+    """A reader 5 min ahead/behind (stale_after=10 s, tool 3 s) writes no heal; the run ends well.
 
     Without the skew rule the +5 min reader sees the running call 300 s old and
     heals it as stale (the tool's own answer then lands after the heal, or, on

@@ -7,22 +7,43 @@ heals through this adapter from ``get_session`` only once the session has
 been quiet (``HealPolicy.quiet_after``). No transaction: right before
 appending, the session is read again through the service and skipped if it
 moved since the plan (or already holds the heal, or is gone), as the other
-layouts re-check inside their transaction; between that read and the append
-only the service's own stale-session check guards, so two processes healing
-the same session within that window can both append (this layout cannot
-promise exactly once). A ledger is recorded after.
+layouts re-check inside their transaction. The events read are also
+classified again (the same :func:`~adk_session_heal.findings.classify`), and a
+heal whose calls are no longer unanswered (a real response stored meanwhile)
+is skipped: appended after that response it would be the last one, the one
+ADK sends. That holds for a plan from a partial read too, which has no count
+to compare. Between that read and the append only the service's own
+stale-session check guards, so two processes healing the same session within
+that window can both append (this layout cannot promise exactly once). A
+ledger is recorded after.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, Session
 
+from ..findings import HEALABLE, CallStatus, classify
 from ..healing import SessionHeals
 from .base import Layout, SessionStore, WriteOutcome, WriteResult, checked, discount_planned
 
 __all__ = ["AppendStore"]
+
+_UNANSWERED = HEALABLE | {CallStatus.IN_FLIGHT}
+"""Statuses of a call that nothing answers (whatever its age)."""
+
+
+def _unanswered(events: Sequence[Event]) -> set[tuple[str, str]]:
+    """Returns ``(call event id, call id)`` of every call no response answers in ``events``.
+
+    Ages do not matter here: the plan already judged its calls dead, and only
+    a response stored since can change that.
+    """
+    findings = classify(events, now=0.0)
+    return {(c.event_id, c.call_id) for c in findings.calls
+            if c.status in _UNANSWERED and c.call_id is not None}
 
 
 class AppendStore(SessionStore):
@@ -44,7 +65,7 @@ class AppendStore(SessionStore):
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
     ) -> list[WriteResult]:
-        """Re-reads each session, then appends each heal still missing via the service."""
+        """Re-reads and re-classifies each session, then appends each heal still needed."""
         results: list[WriteResult] = []
         events = self._session.events
         newest = events[-1].timestamp if events else 0.0
@@ -63,10 +84,15 @@ class AppendStore(SessionStore):
             if not live:
                 results.extend(skipped)
                 continue
+            unanswered = _unanswered(current.events)
             for heal in planned.heals:
                 if heal.event_id in stored_by_id:
                     results.append(WriteResult(heal, WriteOutcome.PRESENT,
                                                stored_by_id[heal.event_id]))
+                    continue
+                call_event = heal.plan.call_event_id
+                if any((call_event, call_id) not in unanswered for call_id in heal.plan.call_ids):
+                    results.append(WriteResult(heal, WriteOutcome.CHANGED))
                     continue
                 newest = max(newest + 1e-6, heal.event.timestamp)
                 appended = heal.event.model_copy(update={"timestamp": newest})

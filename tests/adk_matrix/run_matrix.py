@@ -13,6 +13,10 @@ missing or broken), installs this checkout into it, and runs, per version:
   the one installed;
 * ``api``: ``HealingSessionService`` implements every public method of that
   ADK's ``BaseSessionService`` (``api_check.py``);
+* ``order``: a heal stored after a later turn (the ``append_event`` path), then
+  one more turn through that ADK's real ``Runner``: the model's request holds
+  the heal right after its call and passes every provider rule, and
+  ``adk_request_contents`` builds the same contents (``order_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -83,7 +87,7 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper")
-VERSION_CHECKS = ("pip", "install", "api")
+VERSION_CHECKS = ("pip", "install", "api", "order")
 
 
 class StepFailed(Exception):
@@ -303,6 +307,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("pip", lambda: check_resolver(env, wheel)),
         ("install", lambda: install_package(env, wheel)),
         ("api", lambda: run_step("api", [env.python, str(HERE / "api_check.py")])),
+        ("order", lambda: run_step("order", [env.python, str(HERE / "order_check.py")])),
     ]
     try:
         ensure_venv(env)
@@ -313,7 +318,7 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name == "api" and not env.usable:
+        if name in ("api", "order") and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:

@@ -30,7 +30,7 @@ from pydantic import Field, PrivateAttr
 
 from .provider_rules import contents_verdict
 
-__all__ = ["History", "ProviderRejected", "ScriptedModel", "unpaired_tool_calls"]
+__all__ = ["History", "ProviderRejected", "ScriptedModel", "outline", "unpaired_tool_calls"]
 
 
 class History:
@@ -203,6 +203,32 @@ class History:
                 )
             ),
         )
+
+
+def outline(history: Iterable[Event | types.Content]) -> list[str]:
+    """Returns one word per event or content with one, to assert an order in one line.
+
+    The word is the first part's text, ``"call"`` for a function call, or
+    ``"response:<keys of the response>"`` (a heal's is ``"response:error"``).
+    Events without content are left out.
+
+    Args:
+        history: ADK ``Event`` objects (a session) or ``types.Content`` objects
+            (a request's contents).
+    """
+    words: list[str] = []
+    for item in history:
+        content = item.content if isinstance(item, Event) else item
+        if content is None or not content.parts:
+            continue
+        part = content.parts[0]
+        if part.function_call is not None:
+            words.append("call")
+        elif part.function_response is not None:
+            words.append("response:" + ",".join(part.function_response.response or {}))
+        else:
+            words.append(part.text or "")
+    return words
 
 
 class ProviderRejected(ValueError):

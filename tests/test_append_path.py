@@ -31,7 +31,7 @@ from adk_session_heal.healing import plan_session
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store import Layout, WriteOutcome, store_for_service
 from adk_session_heal.store.append import AppendStore
-from adk_session_heal.testing import History, ScriptedModel
+from adk_session_heal.testing import History, ScriptedModel, outline
 from adk_session_heal.validators import (
     PROVIDERS,
     adk_request_contents,
@@ -88,23 +88,6 @@ async def stored(inner: BaseSessionService, session_id: str) -> list[Event]:
     return session.events
 
 
-def texts_and_tools(events: list[Event] | list[types.Content]) -> list[str]:
-    """One word per event or content: its text, ``call``, or ``response:<payload key>``."""
-    shape: list[str] = []
-    for item in events:
-        content = item.content if isinstance(item, Event) else item
-        if content is None or not content.parts:
-            continue
-        part = content.parts[0]
-        if part.function_call is not None:
-            shape.append("call")
-        elif part.function_response is not None:
-            shape.append("response:" + ",".join(part.function_response.response or {}))
-        else:
-            shape.append(part.text or "")
-    return shape
-
-
 # -- (a) the same rule, and a re-check right before appending -----------------------
 
 
@@ -152,7 +135,7 @@ async def test_append_store_skips_a_call_answered_since_the_plan(
     assert [r.outcome for r in results] == [WriteOutcome.CHANGED]
     events = await stored(append_only, session.id)
     assert synthetic(events) == []
-    assert texts_and_tools(events) == ["weather in Paris?", "call", "response:forecast"]
+    assert outline(events) == ["weather in Paris?", "call", "response:forecast"]
 
 
 async def test_append_store_writes_when_the_call_is_still_unanswered(
@@ -169,7 +152,7 @@ async def test_append_store_writes_when_the_call_is_still_unanswered(
     assert planned is not None
     results = await AppendStore(append_only, view).write([planned], ledger=False)
     assert [r.outcome for r in results] == [WriteOutcome.WRITTEN]
-    assert texts_and_tools(await stored(append_only, session.id)) == [
+    assert outline(await stored(append_only, session.id)) == [
         "weather in Paris?", "call", "response:error"]
 
 
@@ -191,12 +174,12 @@ async def test_runner_turn_on_the_append_path_stores_call_heal_then_the_message(
         pass
 
     events = await stored(service, session.id)
-    assert texts_and_tools(events) == [
+    assert outline(events) == [
         "weather in Paris?", "call", "response:error", "hello?",
         "Sorry, the weather tool failed."]
     assert [h.trigger for h in heals] == [HealTrigger.APPEND]
     (request,) = model.requests
-    assert texts_and_tools(request.contents) == [
+    assert outline(request.contents) == [
         "weather in Paris?", "call", "response:error", "hello?"]
 
 
@@ -226,7 +209,7 @@ async def test_heal_stored_after_a_later_turn_adk_sends_it_right_after_its_call(
                   content=types.Content(role="user", parts=[types.Part(text="and now?")]))
     await append_only.append_event(session, user3)
     events = await stored(append_only, session.id)
-    assert texts_and_tools(events) == [
+    assert outline(events) == [
         "weather in Paris?", "call", "hello?", "Hi! What can I do for you?", "response:error",
         "and now?"]
     stored_problems = {provider: {p.code for p in provider_problems(events, provider)}
@@ -238,7 +221,7 @@ async def test_heal_stored_after_a_later_turn_adk_sends_it_right_after_its_call(
 
     agent = LlmAgent(name=AGENT, model=ScriptedModel())
     contents = await adk_request_contents(session, agent)
-    assert texts_and_tools(contents) == [
+    assert outline(contents) == [
         "weather in Paris?", "call", "response:error", "hello?", "Hi! What can I do for you?",
         "and now?"]
     for provider in PROVIDERS:
@@ -263,6 +246,6 @@ async def test_the_helper_builds_what_the_runner_sends(
     after.events = after.events[:-1]  # as the runner held it: before the model's reply
     assert [c.model_dump() for c in await adk_request_contents(after, agent)] == [
         c.model_dump() for c in request.contents]
-    assert texts_and_tools(request.contents) == [
+    assert outline(request.contents) == [
         "weather in Paris?", "call", "response:error", "hello?", "Hi! What can I do for you?",
         "and now?"]

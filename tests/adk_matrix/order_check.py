@@ -19,7 +19,6 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
@@ -29,7 +28,7 @@ from google.genai import types
 
 from adk_session_heal import HealingSessionService
 from adk_session_heal.adk_compat import ADK_VERSION
-from adk_session_heal.testing import History, ScriptedModel
+from adk_session_heal.testing import History, ScriptedModel, outline
 from adk_session_heal.validators import PROVIDERS, adk_request_contents, provider_problems
 
 APP, USER, AGENT = "order_app", "order_user", "worker"
@@ -43,23 +42,6 @@ class AppendingInMemoryService(InMemorySessionService):
 
     async def append_event(self, session: Session, event: Event) -> Event:
         return await super().append_event(session, event)
-
-
-def shape(items: Any) -> list[str]:
-    """One word per event or content: its text, ``call``, or ``response:<payload key>``."""
-    words: list[str] = []
-    for item in items:
-        content = item.content if isinstance(item, Event) else item
-        if content is None or not content.parts:
-            continue
-        part = content.parts[0]
-        if part.function_call is not None:
-            words.append("call")
-        elif part.function_response is not None:
-            words.append("response:" + ",".join(part.function_response.response or {}))
-        else:
-            words.append(part.text or "")
-    return words
 
 
 async def main() -> None:
@@ -89,9 +71,9 @@ async def main() -> None:
     (request,) = model.requests
     report = {
         "adk": ".".join(map(str, ADK_VERSION)),
-        "stored": shape(before_reply.events),
-        "runner_request": shape(request.contents),
-        "helper_request": shape(helper),
+        "stored": outline(before_reply.events),
+        "runner_request": outline(request.contents),
+        "helper_request": outline(helper),
         "request_problems": [x.code for p in PROVIDERS
                              for x in provider_problems(request.contents, p)],
         "stored_problems": {p: [x.code for x in provider_problems(before_reply.events, p)]

@@ -137,7 +137,8 @@ async def test_ties_and_stepped_clocks_heal_once_after_the_call(
     session = await store_crashed(await store_factory(), history)
     heals: list[HealRecord] = []
     for _ in range(6):
-        service = HealingSessionService(await store_factory(), HealPolicy(stale_after=1),
+        service = HealingSessionService(await store_factory(),
+                                        HealPolicy(stale_after=1, clock_skew=0),  # one host
                                         on_heal=heals.append)
         await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
 
@@ -206,7 +207,8 @@ async def test_stale_call_healed_only_when_policy_sets_an_age(
     await patient.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert synthetic(await stored_events(store_factory, session.id)) == []
 
-    eager = HealingSessionService(await store_factory(), HealPolicy(stale_after=300))
+    eager = HealingSessionService(await store_factory(),
+                                  HealPolicy(stale_after=300, clock_skew=0))  # one host
     healed = await eager.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert healed is not None
     (heal,) = synthetic(await stored_events(store_factory, session.id))

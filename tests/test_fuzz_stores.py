@@ -280,6 +280,12 @@ class Baseline:
         return {call_id for call_id, events in events_by_id.items() if len(events) > 1}
 
     @property
+    def beside_idless(self) -> set[str]:
+        """Ids of dead calls whose event also holds an id-less call (never healed)."""
+        idless_events = {c.event_id for c in self.findings.calls if not c.call_id}
+        return {call_id for event_id, call_id in self.dead if event_id in idless_events}
+
+    @property
     def live_siblings(self) -> set[str]:
         """Ids of the calls that are not dead in call events holding a dead call."""
         dead_events = {event_id for event_id, _ in self.dead}
@@ -410,6 +416,8 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
     * (not here) a heal read after the next event, see :func:`crowded_calls`.
     In every case ``check_session`` also checks the request ADK builds from the stored
     events, where no provider may reject a healed call.
+    * Gemini, a dead call beside an id-less call in one event: the id-less call is never
+      healed (nothing could name its answer), so that turn keeps too few responses.
     * OpenAI Responses, parallel calls sharing one id: each gets its own answer, but
       outputs pair by ``call_id``, so one call reads as unanswered and the other as
       answered twice (a ``call_id`` must be unique there; such a history cannot be sent).
@@ -417,6 +425,8 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
     if STRICT:
         return False
     if provider == "gemini":
+        if code == "count_mismatch" and call_id in base.beside_idless:
+            return True  # the id-less sibling is never healed, so its turn stays short
         return code in ("orphaned_result", "count_mismatch") and call_id in base.live_siblings
     if provider == "anthropic":
         return code in ("orphaned_result", "unanswered_call") and call_id in base.live_siblings

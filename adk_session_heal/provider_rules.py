@@ -251,7 +251,7 @@ def anthropic_turns(
 
 
 def anthropic_results_not_first(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]], turn_first: Sequence[int]
 ) -> list[tuple[int, list[str]]]:
     """Finds ``tool_result`` blocks that follow another block of their merged turn.
 
@@ -260,30 +260,29 @@ def anthropic_results_not_first(
     merged consecutive user messages: a user text stored before a function
     response makes the response late.
 
+    Args:
+        messages: The messages, as plain dicts.
+        turn_first: Each merged turn's first message, from :func:`anthropic_turns`.
+
     Returns:
         ``(index of the turn's first message, result ids after another block)``
         for each turn that has such results, in order.
     """
     found: list[tuple[int, list[str]]] = []
-    previous_role: object = object()
-    first, other_seen = 0, False
-    late: list[str] = []
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role != previous_role:
-            if late:
-                found.append((first, late))
-            first, other_seen, late, previous_role = index, False, [], role
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else [{"type": "text"}]
-        for block in blocks:
-            if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                if other_seen:
-                    late.append(str(block.get("tool_use_id") or ""))
-            else:
-                other_seen = True
-    if late:
-        found.append((first, late))
+    for turn, first in enumerate(turn_first):
+        end = turn_first[turn + 1] if turn + 1 < len(turn_first) else len(messages)
+        other_seen = False
+        late: list[str] = []
+        for message in messages[first:end]:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ({"type": "text"},):
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    if other_seen:
+                        late.append(str(block.get("tool_use_id") or ""))
+                else:
+                    other_seen = True
+        if late:
+            found.append((first, late))
     return found
 
 

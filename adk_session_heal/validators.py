@@ -288,7 +288,7 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
             problems.append(Problem("anthropic", "duplicate_result", index,
                                     ANTHROPIC_DUPLICATE.format(index=index, block=block,
                                                                id=call_id), (call_id,)))
-    for index, ids in anthropic_results_not_first(messages):
+    for index, ids in anthropic_results_not_first(messages, turn_first):
         problems.append(Problem("anthropic", "result_not_first", index,
                                 ANTHROPIC_NOT_FIRST.format(index=index, count=len(ids)),
                                 tuple(ids)))

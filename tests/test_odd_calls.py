@@ -12,22 +12,11 @@ import importlib
 import pytest
 from google.adk.events.event import Event
 from google.genai import types
+from test_healing import NOW, heal
 
 from adk_session_heal.findings import CallStatus, classify
-from adk_session_heal.healing import apply_heals, build_heal_event, plan_heals
-from adk_session_heal.policy import HealPolicy
 from adk_session_heal.testing import History
 from adk_session_heal.validators import PROVIDERS, provider_problems
-
-NOW = 1_700_010_000.0
-KEY = {"app_name": "app", "user_id": "u", "session_id": "s"}
-
-
-def heal(events: list[Event]) -> list[Event]:
-    """Plans and applies the heals of ``events`` (superseded calls only)."""
-    plans = plan_heals(events, classify(events, now=NOW), **KEY)
-    return apply_heals(events, {p.insert_at: build_heal_event(p, HealPolicy(), healed_at=NOW)
-                                for p in plans})
 
 
 def all_problems(events: list[Event]) -> dict[str, list[str]]:

@@ -11,6 +11,7 @@ a later turn.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -186,9 +187,10 @@ async def test_runner_turn_on_the_append_path_stores_call_heal_then_the_message(
 # -- (c) a later turn stored before the heal -------------------------------------------
 
 
-async def _healed_after_a_later_turn(inner: BaseSessionService) -> Session:
+async def _healed_after_a_later_turn(inner: BaseSessionService,
+                                     start: float | None = None) -> Session:
     """user, call, user2, reply2 stored without the wrapper; the heal appended after them."""
-    history = History(agent=AGENT, start=time.time() - 3600)
+    history = History(agent=AGENT, start=time.time() - 3600 if start is None else start)
     history.user("weather in Paris?")
     history.call("get_weather", {"city": "Paris"})
     history.user("hello?")
@@ -226,6 +228,35 @@ async def test_heal_stored_after_a_later_turn_adk_sends_it_right_after_its_call(
         "and now?"]
     for provider in PROVIDERS:
         assert await adk_request_problems(session, agent, provider) == []
+
+
+def _start_whose_last_event_rounds_like_a_microsecond_later() -> float:
+    """A start an hour ago whose fourth event (start + 3 s) and that time + 1e-6 are one
+    stored microsecond: ADK's SQL column rounds both to the same value."""
+    base = float(int(time.time()) - 3600)
+    for tenth in range(10_000_000):
+        start = base + tenth * 1e-7
+        last = start + 3
+        if (datetime.datetime.fromtimestamp(last)
+                == datetime.datetime.fromtimestamp(last + 1e-6)):
+            return start
+    raise AssertionError("no such start in a second")
+
+
+async def test_a_heal_appended_after_an_event_a_float_microsecond_away_still_reads_after_it(
+    tmp_path: Path,
+) -> None:
+    """The append path stamps a heal two whole microseconds past the newest event, so a
+    rounding column never ties them (the old +1e-6 tied and the heal read first)."""
+    inner = AppendingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    try:
+        session = await _healed_after_a_later_turn(
+            inner, _start_whose_last_event_rounds_like_a_microsecond_later())
+        assert outline(await stored(inner, session.id)) == [
+            "weather in Paris?", "call", "hello?", "Hi! What can I do for you?",
+            "response:error"]
+    finally:
+        await inner.close()
 
 
 async def test_the_helper_builds_what_the_runner_sends(

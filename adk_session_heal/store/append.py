@@ -20,6 +20,7 @@ ledger is recorded after.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from google.adk.events.event import Event
@@ -44,6 +45,18 @@ def _unanswered(events: Sequence[Event]) -> set[tuple[str, str]]:
     findings = classify(events, now=0.0)
     return {(c.event_id, c.call_id) for c in findings.calls
             if c.status in _UNANSWERED and c.call_id is not None}
+
+
+def _microsecond_after(timestamp: float) -> float:
+    """Returns a whole-microsecond time that every store keeps strictly after ``timestamp``.
+
+    ADK's SQL columns round a float time to the nearest microsecond, and a
+    float near 1.7e9 s carries only about a quarter of one, so ``timestamp +
+    1e-6`` can round to the same stored value: a heal appended after the
+    newest event then ties with it and, its id sorting first, reads before
+    it. Two whole microseconds past the floor are past any rounding.
+    """
+    return (math.floor(timestamp * 1_000_000) + 2) / 1_000_000
 
 
 class AppendStore(SessionStore):
@@ -94,7 +107,7 @@ class AppendStore(SessionStore):
                 if any((call_event, call_id) not in unanswered for call_id in heal.plan.call_ids):
                     results.append(WriteResult(heal, WriteOutcome.CHANGED))
                     continue
-                newest = max(newest + 1e-6, heal.event.timestamp)
+                newest = max(_microsecond_after(newest), heal.event.timestamp)
                 appended = heal.event.model_copy(update={"timestamp": newest})
                 stored = await self._service.append_event(self._session, appended)
                 results.append(WriteResult(heal, WriteOutcome.WRITTEN, stored))

@@ -23,7 +23,7 @@ and :func:`stored_event_problem` then says which field of which row is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from google.adk.events.event import Event
@@ -39,6 +39,7 @@ __all__ = [
     "EventAccess",
     "StoredJsonAccess",
     "content_step",
+    "content_steps",
     "json_content_step",
     "stored_event_problem",
 ]
@@ -121,33 +122,72 @@ class EventAccess(Protocol[E_contra]):
 
 
 def content_step(content: types.Content | None) -> Step:
-    """Returns the call and response parts of one ``types.Content`` (or ``None``).
+    """Returns the call and response parts of one ``types.Content`` (or ``None``)."""
+    return content_steps((content,))[0][0]
+
+
+def content_steps(
+        contents: Iterable[types.Content | None]) -> tuple[list[Step], list[str]]:
+    """Returns the call and response parts, and the role, of each ``types.Content``.
 
     The only loop over genai parts in the package: event accessors, the context
-    filter and the Gemini validator all read parts through it.
+    filter and the Gemini validator all read parts through it. It runs on every
+    ``get_session`` and every model request, over whole histories, so it is one
+    tight loop: a content of one part (the usual case) is read without a
+    list, and lists are only allocated for contents that hold calls or
+    responses.
+
+    Args:
+        contents: Contents, oldest first; ``None`` reads as an empty step.
+
+    Returns:
+        ``(steps, roles)``, one entry per content (role ``""`` when unset).
     """
-    parts = content.parts if content is not None else None
-    if not parts:
-        return EMPTY_STEP
-    # Lists are only allocated for contents that hold calls or responses: most
-    # do not, and this runs on every get_session and every model request.
-    calls: list[Ref] | None = None
-    responses: list[Ref] | None = None
-    for part in parts:
-        call = part.function_call
-        if call is not None:
-            if calls is None:
-                calls = []
-            calls.append((call.id or None, call.name or ""))
+    steps: list[Step] = []
+    roles: list[str] = []
+    step = steps.append
+    role = roles.append
+    for content in contents:
+        if content is None:
+            step(EMPTY_STEP)
+            role("")
             continue
-        response = part.function_response
-        if response is not None:
-            if responses is None:
-                responses = []
-            responses.append((response.id or None, response.name or ""))
-    if calls is None and responses is None:
-        return EMPTY_STEP
-    return (calls or (), responses or ())
+        role(content.role or "")
+        parts = content.parts
+        if not parts:
+            step(EMPTY_STEP)
+            continue
+        if len(parts) == 1:
+            part = parts[0]
+            call = part.function_call
+            if call is not None:
+                step(([(call.id or None, call.name or "")], ()))
+                continue
+            response = part.function_response
+            if response is not None:
+                step(((), [(response.id or None, response.name or "")]))
+            else:
+                step(EMPTY_STEP)
+            continue
+        calls: list[Ref] | None = None
+        responses: list[Ref] | None = None
+        for part in parts:
+            call = part.function_call
+            if call is not None:
+                if calls is None:
+                    calls = []
+                calls.append((call.id or None, call.name or ""))
+                continue
+            response = part.function_response
+            if response is not None:
+                if responses is None:
+                    responses = []
+                responses.append((response.id or None, response.name or ""))
+        if calls is None and responses is None:
+            step(EMPTY_STEP)
+        else:
+            step((calls or (), responses or ()))
+    return steps, roles
 
 
 def json_content_step(content: Mapping[str, Any] | None) -> Step:
@@ -294,7 +334,7 @@ class AdkEventAccess:
 
     def steps(self, events: Sequence[Event]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        steps = [content_step(None if e.partial else e.content) for e in events]
+        steps = content_steps([None if e.partial else e.content for e in events])[0]
         rewinds = [
             i for i, e in enumerate(events)
             if e.content is None and e.actions.rewind_before_invocation_id

@@ -28,7 +28,8 @@ attributes every response to a call occurrence, following ADK 2.13
 
 Everything that pairs calls in this package (classification of stored events,
 the context filter plugin, the provider-format helpers and validators) calls
-:func:`pair`; none re-implements it. This module imports nothing but the
+:func:`pair`, or :func:`response_owners` where only steps matter; none
+re-implements it. This module imports nothing but the
 standard library.
 """
 
@@ -47,6 +48,7 @@ __all__ = [
     "Ref",
     "Step",
     "pair",
+    "response_owners",
 ]
 
 
@@ -218,3 +220,43 @@ def _deal(queue: _StepQueue) -> CallOccurrence:
         queue.cursor += 1
         return queue.members[queue.cursor - 1]
     return queue.members[-1]
+
+
+def response_owners(steps: Iterable[Step]) -> list[tuple[int, int]]:
+    """The same attribution as :func:`pair`, seen at step level: ``(call step, response step)``.
+
+    Which occurrence of a step answers a response (the dealing of shared ids
+    and id-less calls) never changes *which step* it is: the newest earlier
+    step holding a call with the response's id (id-less: an id-less call of
+    its name), responses before calls within a step. That is what the context
+    filter needs, for every response of a long history, and it needs no
+    occurrence objects; a property test pins it to :func:`pair` under both
+    id-less rules.
+
+    Args:
+        steps: The history, oldest first (empty steps may be :data:`EMPTY_STEP`).
+
+    Returns:
+        One ``(call step, response step)`` per attributed response part, in
+        history order; orphaned responses are left out.
+    """
+    by_id: dict[str, int] = {}
+    by_name: dict[str, int] = {}
+    owners: list[tuple[int, int]] = []
+    record = owners.append
+    for index, step in enumerate(steps):
+        if step is EMPTY_STEP:
+            continue
+        calls, responses = step
+        if responses:
+            for response_id, response_name in responses:
+                owner = by_id.get(response_id) if response_id else by_name.get(response_name)
+                if owner is not None:
+                    record((owner, index))
+        if calls:
+            for call_id, call_name in calls:
+                if call_id:
+                    by_id[call_id] = index
+                else:
+                    by_name[call_name] = index
+    return owners

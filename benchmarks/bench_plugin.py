@@ -141,8 +141,11 @@ def full_pass_table(runs: int = 41) -> None:
         ("identity", lambda contents: contents), ("keep last 20", _keep_last_20),
         ("drop every 5th", _every_fifth_dropped)]
     cases: list[tuple[str, int | None, int, list[types.Content], Any]] = [
-        *((f"full pass (keep 10, protected_prefix=1), {name}", 10, 1, plain, f)
+        # A protected prefix that opens a tool cycle (user, call) needs the full pass.
+        *((f"full pass (keep 10, protected_prefix=2), {name}", 10, 2, plain, f)
           for name, f in filters),
+        *((f"call-free prefix, from the tail (keep 10, protected_prefix=1), {name}", 10, 1,
+           plain, f) for name, f in filters[2:]),
         *((f"tail widened to a late answer (keep 10), {name}", 10, 0, late, f)
           for name, f in filters),
         *((f"tail cut (keep 10), {name}", 10, 0, plain, f) for name, f in filters[2:]),

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from adk_session_heal.pairing import EMPTY_STEP, OrphanedResponse, pair
+from typing import Literal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adk_session_heal.pairing import EMPTY_STEP, OrphanedResponse, Step, pair, response_owners
 
 
 def test_response_answers_the_call_before_it() -> None:
@@ -59,3 +64,27 @@ def test_parallel_calls_and_progress_updates() -> None:
         ("a", 0, [3]),
         ("b", 1, [2, 3]),
     ]
+
+
+# Few ids and names on purpose: reuse across steps, ids shared by parallel calls,
+# id-less calls of one tool, responses and calls in one step, empty names.
+_ref = st.tuples(st.sampled_from([None, "a", "b", "c"]), st.sampled_from(["", "f", "g"]))
+_steps = st.lists(st.one_of(
+    st.just(EMPTY_STEP),
+    st.tuples(st.lists(_ref, max_size=3), st.lists(_ref, max_size=3))), max_size=30)
+
+
+@given(_steps, st.sampled_from(["newest", "positional"]))
+def test_response_owners_is_pair_at_step_level(
+        steps: list[Step], idless: Literal["newest", "positional"]) -> None:
+    """response_owners gives, per attributed response, the step pair() attributes it to."""
+    result = pair(steps, idless=idless)
+    expected = sorted((o.step, r) for o in result.occurrences for r in o.responses)
+    assert sorted(response_owners(steps)) == expected
+
+
+def test_response_owners_skips_orphans_and_keeps_history_order() -> None:
+    """Orphans are left out; owners come in the order of their responses."""
+    steps: list[Step] = [((), [("x", "f")]), ([("a", "f")], ()), ([(None, "g")], [("a", "f")]),
+                         EMPTY_STEP, ((), [(None, "g"), ("a", "f")])]
+    assert response_owners(steps) == [(1, 2), (2, 4), (1, 4)]

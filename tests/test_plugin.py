@@ -468,7 +468,7 @@ async def test_keep_last_copy_filter_in_a_real_runner_keeps_the_question() -> No
        st.integers(0, 6), st.integers(1, 4), st.integers(1, 3), st.data())
 def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, keep: int,
                                             hysteresis: int, data: st.DataObject) -> None:
-    """The count-mode fast path (widening to late-answered calls) cuts where the full pass would."""
+    """The count-mode fast path (late answers, orphans, a prefix) cuts where the full pass does."""
     from adk_session_heal.plugin.trimming import full_trim, trim
 
     contents = history[dropped:]  # dropping a prefix may orphan responses
@@ -478,5 +478,6 @@ def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, ke
         if responses:
             moved = contents.pop(data.draw(st.sampled_from(responses)))
             contents.insert(data.draw(st.integers(0, len(contents))), moved)
-    window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis)
+    window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis,
+                           protected_prefix=data.draw(st.integers(0, 4)))
     assert trim(contents, window) == full_trim(contents, window)

@@ -46,13 +46,13 @@ def chosen_positions(given: Sequence[types.Content],
         kept it, and how many returned contents match no given content.
     """
     chosen = [False] * len(given)
-    first = {id(content): index for index, content in reversed(list(enumerate(given)))}
-    repeated = _repeated_objects(given) if len(first) < len(given) else None
+    where = {id(content): index for index, content in enumerate(given)}
+    repeated = _repeated_objects(given) if len(where) < len(given) else None
     copies: _Copies | None = None
     foreign = 0
     cursor = 0
     for content in returned:
-        index = first.get(id(content))
+        index = where.get(id(content))  # an object given twice is picked below
         if index is not None and repeated is not None and id(content) in repeated:
             index = _pick(repeated[id(content)], chosen, cursor)
         if index is None:

@@ -11,8 +11,10 @@
   window still starts with a human message).
 
 :func:`trim` finds the count-mode cut from the end (:func:`tail_cut`) when it
-can, and otherwise makes one pass over every content plus a full pairing
-(:func:`full_trim`). Pure: no I/O.
+can (also beside a protected prefix that holds no call), and otherwise makes
+one pass over every content plus a step-level pairing
+(:func:`~adk_session_heal.pairing.response_owners`, :func:`full_trim`).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from google.genai import types
 
-from ..event_access import content_step
-from ..pairing import OrphanedResponse, Pairing, Step, pair
+from ..event_access import content_step, content_steps
+from ..pairing import OrphanedResponse, pair, response_owners
 
 if TYPE_CHECKING:
     from .window import ContextWindow
@@ -37,69 +39,59 @@ __all__ = ["full_trim", "tail_cut", "trim"]
 class _Shape:
     """What the trim needs to know about contents, from one pass plus pairing."""
 
-    steps: list[Step]
-    pairing: Pairing
+    reach: dict[int, int]  # per content holding answered calls: its last response
     starts: list[int]  # invocation starts
     safe: list[int]  # invocation starts no response after which has its call before
 
 
 def _shape(contents: Sequence[types.Content]) -> _Shape:
-    steps: list[Step] = []
-    starts: list[int] = []
-    previous_human = False
-    for index, content in enumerate(contents):  # the one pass over every part
-        step = content_step(content)
-        steps.append(step)
-        human = content.role == "user" and not step[1]
-        if human and not previous_human:
-            starts.append(index)
-        previous_human = human
-    pairing = pair(steps, idless="positional")
-    return _Shape(steps, pairing, starts, _safe_starts(starts, pairing))
+    steps, roles = content_steps(contents)  # the one pass over every part
+    humans = [index for index, role in enumerate(roles)
+              if role == "user" and not steps[index][1]]
+    starts = [index for position, index in enumerate(humans)
+              if not position or humans[position - 1] != index - 1]
+    # Responses come in history order: each call's last one is kept.
+    reach = {call: response for call, response in response_owners(steps)}
+    return _Shape(reach, starts, _safe_starts(starts, reach))
 
 
-def _safe_starts(starts: list[int], pairing: Pairing) -> list[int]:
+def _safe_starts(starts: list[int], reach: dict[int, int]) -> list[int]:
     """The starts ``s`` no response at or after which belongs to a call before ``s``.
 
-    One sweep over the starts and the call occurrences (both in history order):
-    ``reach`` is the last response step of any call before the start.
+    One sweep over the starts and the answered call steps (both ascending):
+    ``furthest`` is the last response step of any call before the start.
     """
-    occurrences = pairing.occurrences
+    calls = sorted(reach)
     safe: list[int] = []
-    reach = -1
-    next_occurrence = 0
-    count = len(occurrences)
+    furthest = -1
+    next_call = 0
+    count = len(calls)
     for start in starts:
-        while next_occurrence < count and occurrences[next_occurrence].step < start:
-            responses = occurrences[next_occurrence].responses
-            if responses and responses[-1] > reach:
-                reach = responses[-1]
-            next_occurrence += 1
-        if reach < start:
+        while next_call < count and calls[next_call] < start:
+            last = reach[calls[next_call]]
+            if last > furthest:
+                furthest = last
+            next_call += 1
+        if furthest < start:
             safe.append(start)
     return safe
 
 
-def _closed_prefix(shape: _Shape, length: int) -> int:
-    """Extends a prefix of ``length`` contents to the end of the tool cycles it opens."""
+def _closed_prefix(shape: _Shape, length: int, total: int) -> int:
+    """Extends the first ``length`` of ``total`` contents to the end of the cycles they open."""
     if length <= 0:
         return 0
-    n = len(shape.steps)
-    last_response = [-1] * n
-    for occurrence in shape.pairing.occurrences:
-        if occurrence.responses:
-            last = occurrence.responses[-1]
-            if last > last_response[occurrence.step]:
-                last_response[occurrence.step] = last
-    end = min(length, n)
-    reach = -1
+    reach = shape.reach
+    end = min(length, total)
+    furthest = -1
     index = 0
     while index < end:
-        if last_response[index] > reach:
-            reach = last_response[index]
+        last = reach.get(index, -1)
+        if last > furthest:
+            furthest = last
         index += 1
-        if index == end and reach >= end:
-            end = min(reach + 1, n)
+        if index == end and furthest >= end:
+            end = min(furthest + 1, total)
     return end
 
 
@@ -124,9 +116,10 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
     newest call before the cut with its id (or, id-less, its name): nothing in
     the tail before it could claim it. Every start from that call's position to
     the response is unsafe, so the cut widens to the invocation start at or
-    before the call, and the longer tail is paired again. Returns ``None``,
-    leaving the full pass to decide, when an orphan has no call before the cut
-    (it is orphaned in the whole history too) or after a few widenings.
+    before the call, and the longer tail is paired again. An orphan with no
+    call before the cut is orphaned in the whole history too and constrains
+    nothing. Returns ``None``, leaving the full pass to decide, after a few
+    widenings.
     """
     starts: list[int] = []
     index = len(contents) - 1
@@ -148,8 +141,8 @@ def tail_cut(contents: Sequence[types.Content], keep: int, hysteresis: int) -> i
         if not orphans:
             return cut
         call = _newest_calls_before(contents, cut, orphans)
-        if call is None:
-            return None
+        if call is None:  # orphaned in the whole history too
+            return cut
         wider = _invocation_start_at_or_before(contents, call)
         steps[:0] = [content_step(content) for content in contents[wider:cut]]
         cut = wider
@@ -162,22 +155,26 @@ _MAX_WIDENINGS = 4
 
 def _newest_calls_before(contents: Sequence[types.Content], cut: int,
                          orphans: Sequence[OrphanedResponse]) -> int | None:
-    """The oldest of the newest calls before ``cut`` that could claim each orphan.
+    """The oldest of the newest calls before ``cut`` that claim an orphan of the tail.
 
-    ``None`` when some orphan has no such call (it is orphaned in the whole
-    history).
+    An orphan no call before ``cut`` claims is orphaned in the whole history:
+    it belongs to no call, so it makes no cut unsafe. ``None`` when no orphan
+    is claimed.
     """
     ids = {o.id for o in orphans if o.id}
     names = {o.name for o in orphans if not o.id}
+    oldest = None
     index = cut - 1
     while index >= 0 and (ids or names):
         for call_id, name in content_step(contents[index])[0]:
-            if call_id:
+            if call_id and call_id in ids:
                 ids.discard(call_id)
-            else:
+                oldest = index
+            elif not call_id and name in names:
                 names.discard(name)
+                oldest = index
         index -= 1
-    return None if ids or names else index + 1
+    return oldest
 
 
 def _invocation_start_at_or_before(contents: Sequence[types.Content], position: int) -> int:
@@ -195,11 +192,21 @@ def trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types
     keep = window.num_invocations_to_keep
     if keep is None and window.budget is None:
         return list(contents)
-    if keep is not None and window.budget is None and window.protected_prefix == 0:
+    prefix = window.protected_prefix
+    if keep is not None and window.budget is None and _opens_no_cycle(contents, prefix):
         fast = tail_cut(contents, keep, window.hysteresis)
         if fast is not None:
-            return list(contents[fast:])
+            return list(contents) if fast <= prefix else [*contents[:prefix], *contents[fast:]]
     return full_trim(contents, window)
+
+
+def _opens_no_cycle(contents: Sequence[types.Content], prefix: int) -> bool:
+    """Whether the first ``prefix`` contents hold no call (their closure is themselves).
+
+    A protected prefix holding no call extends to nothing later, and the cut
+    never depends on it, so the count-mode cut from the end still holds.
+    """
+    return not prefix or not any(calls for calls, _ in content_steps(contents[:prefix])[0])
 
 
 def full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
@@ -212,7 +219,7 @@ def full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[
         target = starts[-keep]
         position = bisect_right(safe, target)
         cut = safe[position - 1] if position else 0
-    prefix = _closed_prefix(shape, window.protected_prefix)
+    prefix = _closed_prefix(shape, window.protected_prefix, len(contents))
     if window.budget is not None:
         sizes = [window.counter(c) for c in contents]
         prefix_size = sum(sizes[:prefix])

@@ -6,7 +6,8 @@ The window sends whole contents, never edited ones, so a choice of contents
 * A content holding a call is kept if and only if every content holding one of
   its responses is kept, wherever those sit (the same content, the next one,
   or several separate contents). Which response belongs to which call is
-  :func:`~adk_session_heal.pairing.pair`'s decision, over the contents the
+  :func:`~adk_session_heal.pairing.pair`'s decision (seen at content level:
+  :func:`~adk_session_heal.pairing.response_owners`), over the contents the
   filter was given.
 * A content holding calls is kept only with the content before it when that is
   a user-role content (Gemini's turn order: a call turn comes right after a
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ..pairing import Pairing, Step
+from ..pairing import Step
 from ..provider_rules import call_turn_in_order
 
 __all__ = ["Repair", "complete", "newest_human"]
@@ -42,14 +43,16 @@ def newest_human(steps: Sequence[Step], roles: Sequence[str]) -> int:
     return -1
 
 
-def complete(chosen: Sequence[bool], roles: Sequence[str], pairing: Pairing,
-             repair: Repair, keep: int = -1) -> list[bool]:
+def complete(chosen: Sequence[bool], steps: Sequence[Step], roles: Sequence[str],
+             owners: Sequence[tuple[int, int]], repair: Repair, keep: int = -1) -> list[bool]:
     """Completes a choice of contents so that every call goes with all its responses.
 
     Args:
         chosen: Per content, whether the filter kept it.
+        steps: The call and response parts of each content.
         roles: The role of each content.
-        pairing: ``pair(steps, idless="positional")`` over those contents.
+        owners: ``response_owners(steps)``: per attributed response, the
+            content of its call and its own.
         repair: ``"widen"`` adds every content a kept one needs (a call's
             responses, a response's call and its siblings, the user turn
             before a call turn); ``"drop"`` removes every content that needs
@@ -60,7 +63,7 @@ def complete(chosen: Sequence[bool], roles: Sequence[str], pairing: Pairing,
     Returns:
         Per content, whether it is sent.
     """
-    needs = _needs(roles, pairing)
+    needs = _needs(steps, roles, owners)
     kept = list(chosen)
     if keep >= 0:
         kept[keep] = True
@@ -83,19 +86,16 @@ def complete(chosen: Sequence[bool], roles: Sequence[str], pairing: Pairing,
     return kept
 
 
-def _needs(roles: Sequence[str], pairing: Pairing) -> dict[int, list[int]]:
+def _needs(steps: Sequence[Step], roles: Sequence[str],
+           owners: Sequence[tuple[int, int]]) -> dict[int, list[int]]:
     """Per content holding calls or responses, the contents it cannot be sent without."""
     needs: dict[int, list[int]] = {}
-    previous = -1
-    for occurrence in pairing.occurrences:
-        step = occurrence.step
-        if step != previous:  # the first call of its content
-            previous = step
-            if step > 0 and call_turn_in_order(roles[step - 1]):
-                needs.setdefault(step, []).append(step - 1)
-        for response in occurrence.responses:
-            needs.setdefault(step, []).append(response)
-            needs.setdefault(response, []).append(step)
+    for step, (calls, _) in enumerate(steps):
+        if calls and step > 0 and call_turn_in_order(roles[step - 1]):
+            needs[step] = [step - 1]
+    for call, response in owners:
+        needs.setdefault(call, []).append(response)
+        needs.setdefault(response, []).append(call)
     return needs
 
 

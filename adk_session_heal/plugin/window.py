@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from google.genai import types
 
-from ..pairing import pair
+from ..event_access import content_steps
+from ..pairing import response_owners
 from ..policy import HealPolicy
-from ..provider_rules import gemini_steps
 from ..request_repair import NOTHING_PENDING, Pending, repair_contents
 from .matching import chosen_positions
 from .trimming import trim
@@ -156,8 +156,8 @@ class ContextWindow:
                 foreign)
         if all(chosen):
             return trimmed
-        steps, roles = gemini_steps(trimmed)
-        sent = complete(chosen, roles, pair(steps, idless="positional"), self.repair,
+        steps, roles = content_steps(trimmed)
+        sent = complete(chosen, steps, roles, response_owners(steps), self.repair,
                         newest_human(steps, roles))
         result = [content for content, keep in zip(trimmed, sent, strict=True) if keep]
         if trimmed and not result:

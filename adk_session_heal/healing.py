@@ -23,7 +23,7 @@ The module is pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -283,23 +283,23 @@ def plan_session(
     return SessionHeals(key, seen_events, heals)
 
 
-def apply_heals(events: Sequence[E], heals: Mapping[int, E]) -> list[E]:
+def apply_heals(events: Sequence[E], heals: Iterable[tuple[int, E]]) -> list[E]:
     """Returns a new list with synthetic events inserted at their places.
 
     Args:
         events: The original events (not modified).
-        heals: Synthetic events keyed by :attr:`HealPlan.insert_at`.
+        heals: ``(insert_at, synthetic event)`` pairs, ``insert_at`` from
+            :attr:`HealPlan.insert_at`; heals sharing a place keep their order.
 
     Returns:
         ``events`` with each heal inserted before the event at its index.
     """
+    at: dict[int, list[E]] = {}
+    for index, heal in heals:
+        at.setdefault(index, []).append(heal)
     result: list[E] = []
     for index, event in enumerate(events):
-        heal = heals.get(index)
-        if heal is not None:
-            result.append(heal)
+        result.extend(at.get(index, ()))
         result.append(event)
-    tail = heals.get(len(events))
-    if tail is not None:
-        result.append(tail)
+    result.extend(at.get(len(events), ()))
     return result

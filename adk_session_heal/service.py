@@ -308,11 +308,11 @@ class HealingSessionService(BaseSessionService):
         if not store.bumps_revision:
             session.events[:] = apply_heals(
                 session.events,
-                {
-                    r.heal.plan.insert_at: r.stored or r.heal.event
+                [
+                    (r.heal.plan.insert_at, r.stored or r.heal.event)
                     for r in results
                     if r.outcome in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT)
-                },
+                ],
             )
         records = [r.heal.record for r in results if r.written]
         for record in records:

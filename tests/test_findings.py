@@ -181,8 +181,8 @@ def test_synthetic_answer_is_flagged() -> None:
     h.user("next")
     plans = plan_heals(h.events, classify(h.events, now=NOW), app_name="a", user_id="u",
                        session_id="s")
-    healed = apply_heals(h.events, {p.insert_at: build_heal_event(p, HealPolicy(), healed_at=NOW)
-                                    for p in plans})
+    healed = apply_heals(h.events, [(p.insert_at, build_heal_event(p, HealPolicy(), healed_at=NOW))
+                                    for p in plans])
     (finding,) = classify(healed, now=NOW).calls
     assert finding.status is CallStatus.ANSWERED and finding.answered_by_heal
 

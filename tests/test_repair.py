@@ -171,9 +171,9 @@ async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
             heal = Heal(plan, key, HealTrigger.REPAIR, NOW, POLICY)
             if adk_store.kind == "adk_sqlite":
                 expected_rows.append(sqlite_heal_row(key, heal))
-            else:  # placed relative to the call row, stored as the installed ADK stores it
-                call_column = timestamp_to_column(plan.call_timestamp)
-                expected_rows.append(heal_row(key, heal, call_column))
+            else:  # placed relative to the anchor row, stored as the installed ADK stores it
+                anchor_column = timestamp_to_column(plan.anchor_timestamp)
+                expected_rows.append(heal_row(key, heal, anchor_column))
     assert len(expected_rows) == 3
     if adk_store.kind == "adk_sqlite":
         assert adk_store.sqlite_path is not None

@@ -93,7 +93,8 @@ def sqlite_heal_row(key: SessionKey, heal: Heal) -> tuple[Any, ...]:
     """Returns the ``events`` row of a heal (values in :data:`SQLITE_EVENT_COLUMNS` order).
 
     The ``timestamp`` column is a REAL holding the event's own time in every
-    ADK version, so the heal's planned time places it right after its call.
+    ADK version, so the heal's planned time places it right after its anchor
+    (its call, see ``HealPlan.anchor_event_id``).
     """
     plan = heal.plan
     return (

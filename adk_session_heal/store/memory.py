@@ -1,9 +1,10 @@
 """``InMemorySessionService``'s layout: its ``sessions`` dictionary, written in place.
 
-A heal is inserted into the stored session's event list right after its call
-event; ``last_update_time`` is left alone, so no revision changes. There is no
-transaction and no ledger table: the wrapper records heals in its own ledger,
-if it has one, after the write.
+A heal is inserted into the stored session's event list right after its
+anchor (its call event; see ``HealPlan.anchor_event_id``); ``last_update_time``
+is left alone, so no revision changes. There is no transaction and no ledger
+table: the wrapper records heals in its own ledger, if it has one, after the
+write.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class InMemoryStore(SessionStore):
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
     ) -> list[WriteResult]:
-        """Inserts each heal after its call event, unless an event with its id is there."""
+        """Inserts each heal after its anchor event, unless an event with its id is there."""
         results: list[WriteResult] = []
         for planned in batch:
             key = planned.key
@@ -56,7 +57,7 @@ class InMemoryStore(SessionStore):
                     results.append(WriteResult(heal, WriteOutcome.PRESENT, existing))
                     continue
                 position = next(
-                    (i + 1 for i, e in enumerate(stored) if e.id == heal.plan.call_event_id),
+                    (i + 1 for i, e in enumerate(stored) if e.id == heal.plan.anchor_event_id),
                     len(stored),
                 )
                 stored.insert(position, heal.event)

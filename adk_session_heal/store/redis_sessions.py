@@ -15,7 +15,7 @@ The layout (google-adk 2.7 and later, ``google.adk.integrations.redis``; the
 
 A write, per session: WATCH the key, GET it, re-count its events (less the
 planned heals already there) and skip the session if it moved, then insert
-each missing heal's JSON right after its call event's and SET the value back
+each missing heal's JSON right after its anchor event's and SET the value back
 with ``KEEPTTL`` in MULTI/EXEC, the heals' ledger records (``HSETNX``) in the
 same EXEC. Every other byte of the value is kept, ``last_update_time``
 included. If anyone wrote the key in between, EXEC fails (``WatchError``) and

@@ -95,7 +95,7 @@ def parse_session_value(raw: str) -> ParsedSession:
 
 
 def with_heals(raw: str, parsed: ParsedSession, heals: Sequence[Heal]) -> str:
-    """Returns ``raw`` with each heal's JSON right after its call event's.
+    """Returns ``raw`` with each heal's JSON right after its anchor event's (usually its call).
 
     Each heal is serialised as ADK's own ``Session.model_dump_json`` serialises
     an event (null fields included), so ADK's next write keeps it as it is.
@@ -105,7 +105,7 @@ def with_heals(raw: str, parsed: ParsedSession, heals: Sequence[Heal]) -> str:
     ids = [event.get("id") if isinstance(event, dict) else None for event in parsed.events]
     for heal in heals:
         try:
-            index = ids.index(heal.plan.call_event_id)
+            index = ids.index(heal.plan.anchor_event_id)
         except ValueError:
             index = len(ids) - 1
         after.setdefault(index, []).insert(0, heal.event.model_dump_json())

@@ -85,28 +85,31 @@ def database_event_row(
     }
 
 
-def heal_row(key: SessionKey, heal: Heal, call_column: datetime.datetime | None) -> dict[str, Any]:
-    """Returns the ``events`` row of a heal, placed right after its call row.
+def heal_row(
+    key: SessionKey, heal: Heal, anchor_column: datetime.datetime | None
+) -> dict[str, Any]:
+    """Returns the ``events`` row of a heal, placed right after its anchor row.
 
-    The ``timestamp`` column is the call row's own value plus the heal's
-    distance from the call, whichever convention (local or UTC, see
-    :mod:`~adk_session_heal.adk_compat`) and zone the call's writer used, so
-    the heal sorts right after its call for every reader, under any ``TZ``.
+    The ``timestamp`` column is the anchor row's own value (the call's, see
+    :attr:`~adk_session_heal.heal_plan.HealPlan.anchor_event_id`) plus the
+    heal's distance from it, whichever convention (local or UTC, see
+    :mod:`~adk_session_heal.adk_compat`) and zone its writer used, so the heal
+    sorts right after it for every reader, under any ``TZ``.
 
     Args:
         key: The heal's session.
         heal: The heal.
-        call_column: The call row's ``timestamp`` column as stored, or ``None``
-            when the call row was not found (the installed ADK's convention
-            is used then).
+        anchor_column: The anchor row's ``timestamp`` column as stored, or
+            ``None`` when that row was not found (the installed ADK's
+            convention is used then).
     """
     plan = heal.plan
-    if call_column is None:
+    if anchor_column is None:
         column = timestamp_to_column(plan.timestamp)
     else:
-        # At least 1 µs: the call's JSON time may carry sub-µs digits the column lost.
-        after = max(1, round((plan.timestamp - plan.call_timestamp) * 1_000_000))
-        column = call_column.replace(tzinfo=None) + datetime.timedelta(microseconds=after)
+        # At least 1 µs: the anchor's JSON time may carry sub-µs digits the column lost.
+        after = max(1, round((plan.timestamp - plan.anchor_timestamp) * 1_000_000))
+        column = anchor_column.replace(tzinfo=None) + datetime.timedelta(microseconds=after)
     return {
         "id": plan.event_id,
         "app_name": key.app_name,
@@ -160,12 +163,12 @@ class Recheck:
     Attributes:
         counts: Each re-checked session's events now, less its planned heals
             already stored (see :func:`~adk_session_heal.store.base.discount_planned`).
-        call_columns: The stored ``timestamp`` column of each planned heal's
-            call row, by session and call event id.
+        anchor_columns: The stored ``timestamp`` column of each planned heal's
+            anchor row (usually its call's), by session and event id.
     """
 
     counts: dict[SessionKey, int]
-    call_columns: dict[tuple[SessionKey, str], datetime.datetime]
+    anchor_columns: dict[tuple[SessionKey, str], datetime.datetime]
 
 
 async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Recheck:
@@ -173,7 +176,7 @@ async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Reche
 
     Counts each re-checked session's events (a planned heal already stored,
     written by a racing healer, is not counted: the session is as planned, and
-    the insert will find the heal present) and reads each call row's
+    the insert will find the heal present) and reads each anchor row's
     ``timestamp`` column, so the heal is placed relative to it. One statement,
     so all parts see the same snapshot. Rows of other sessions a filter lets
     through are ignored.
@@ -185,8 +188,8 @@ async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Reche
     """
     checking = [s for s in batch if s.seen_events is not None]
     heal_ids = {(s.key, heal.event_id) for s in batch for heal in s.heals}
-    call_ids = {(s.key, heal.plan.call_event_id) for s in batch for heal in s.heals}
-    ids = sorted({event_id for _, event_id in heal_ids | call_ids})
+    anchor_ids = {(s.key, heal.plan.anchor_event_id) for s in batch for heal in s.heals}
+    ids = sorted({event_id for _, event_id in heal_ids | anchor_ids})
     if conn.dialect.name == "postgresql":
         rows = await conn.execute(_PG_RECHECK, {
             "apps": [s.key.app_name for s in checking],
@@ -218,7 +221,7 @@ async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Reche
         rows = await conn.execute(statement)
     counts: dict[SessionKey, int] = {}
     present: list[tuple[str, str, str, str]] = []
-    call_columns: dict[tuple[SessionKey, str], datetime.datetime] = {}
+    anchor_columns: dict[tuple[SessionKey, str], datetime.datetime] = {}
     for app, user, session, events, event_id, column in rows:
         key = SessionKey(app, user, session)
         if event_id is None:
@@ -226,9 +229,9 @@ async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Reche
             continue
         if (key, event_id) in heal_ids:
             present.append((app, user, session, event_id))
-        if (key, event_id) in call_ids and isinstance(column, datetime.datetime):
-            call_columns[(key, event_id)] = column
-    return Recheck(discount_planned(checking, counts, present), call_columns)
+        if (key, event_id) in anchor_ids and isinstance(column, datetime.datetime):
+            anchor_columns[(key, event_id)] = column
+    return Recheck(discount_planned(checking, counts, present), anchor_columns)
 
 
 class SqlTablesStore(SessionStore):
@@ -304,7 +307,7 @@ class SqlTablesStore(SessionStore):
                 live, results = checked(batch, found.counts)
                 heals = [(planned.key, heal) for planned in live for heal in planned.heals]
                 rows = [
-                    heal_row(key, heal, found.call_columns.get((key, heal.plan.call_event_id)))
+                    heal_row(key, heal, found.anchor_columns.get((key, heal.plan.anchor_event_id)))
                     for key, heal in heals
                 ]
                 written = await insert_database_events_batch(conn, rows)

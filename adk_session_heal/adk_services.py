@@ -39,17 +39,21 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.adk.cli.service_registry import ServiceRegistry, get_service_registry
-from google.adk.cli.utils.service_factory import create_session_service_from_options
 
 from .errors import UnsupportedStoreError
-from .heal_record import HealRecord
-from .policy import HealPolicy
-from .service import HealingSessionService, HealLedger
-from .store.urls import parse_url_syntax, redact_url
+
+if TYPE_CHECKING:
+    from .heal_record import HealRecord
+    from .policy import HealPolicy
+    from .service import HealingSessionService, HealLedger
+
+# Registering (what `import adk_session_heal.register` does when `adk web`
+# loads services.py) imports nothing more than the above: the service, its
+# store layer and SQLAlchemy are imported by the factory, when ADK first
+# builds a session service from a heal+ URI.
 
 __all__ = [
     "HEALABLE_SCHEMES",
@@ -87,6 +91,10 @@ Agent Engine goes through ``append_event`` only (see
 """
 
 
+_NOT_SQLALCHEMY = frozenset({"memory", "sqlite", "agentengine"})
+"""Schemes ADK serves without SQLAlchemy (in memory, ``SqliteSessionService``, Agent Engine)."""
+
+
 def inner_session_uri(uri: str) -> str:
     """Returns the URI ADK would accept: ``uri`` without its ``heal+`` prefix.
 
@@ -102,6 +110,8 @@ def inner_session_uri(uri: str) -> str:
     found = _SCHEME.match(uri)
     scheme = found.group(1).lower() if found else ""
     if not scheme.startswith(HEAL_PREFIX) or len(scheme) == len(HEAL_PREFIX):
+        from .store.urls import redact_url
+
         raise UnsupportedStoreError(
             f"not a healing session URI: {redact_url(uri)!r}; expected "
             f"'{HEAL_PREFIX}' before a scheme ADK accepts, e.g. "
@@ -143,8 +153,18 @@ def healing_session_service_from_uri(
             :func:`~adk_session_heal.store.urls.parse_url_syntax`), or ADK
             refuses it; the message shows it with its password masked.
     """
+    from pathlib import Path
+
+    from google.adk.cli.utils.service_factory import create_session_service_from_options
+
+    from .service import HealingSessionService
+
     inner_uri = inner_session_uri(uri)
-    parsed, redacted = parse_url_syntax(inner_uri)
+    scheme = uri[len(HEAL_PREFIX):].split(":", 1)[0].lower()
+    # A SQLAlchemy URL is checked before ADK sees it (a misplaced password must
+    # never reach a server or a log); ADK loads SQLAlchemy for it anyway. ADK's
+    # own schemes do not need SQLAlchemy, so it is not imported for them.
+    checked = None if scheme in _NOT_SQLALCHEMY else _checked_syntax(inner_uri)
     try:
         inner = create_session_service_from_options(
             base_dir=Path(agents_dir) if agents_dir is not None else Path.cwd(),
@@ -152,13 +172,26 @@ def healing_session_service_from_uri(
             session_db_kwargs=dict(kwargs) or None,
         )
     except (ValueError, TypeError, ImportError) as exc:  # ADK's (and SQLAlchemy's) refusals
+        password, redacted = checked or _checked_syntax(inner_uri)
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if parsed.password:
-            detail = detail.replace(parsed.password, "***")
+        if password:
+            detail = detail.replace(password, "***")
         raise UnsupportedStoreError(
             f"ADK cannot build a session service from {redacted!r}: {detail[:200]}"
         ) from exc
     return HealingSessionService(inner, policy, on_heal=on_heal, ledger=ledger)
+
+
+def _checked_syntax(url: str) -> tuple[str | None, str]:
+    """Returns ``url``'s password and its masked form, refusing a malformed URL.
+
+    :func:`~adk_session_heal.store.urls.parse_url_syntax`, whose module (and
+    SQLAlchemy) is imported only here, when first needed.
+    """
+    from .store.urls import parse_url_syntax
+
+    parsed, redacted = parse_url_syntax(url)
+    return parsed.password, redacted
 
 
 def register_healing_session_services(

@@ -44,7 +44,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, Session
@@ -58,8 +58,9 @@ from .healing import SessionHeals, apply_heals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .session_key import SessionKey
-from .store import SessionStore, WriteOutcome, store_for_service
-from .store.ledger import SqlHealLedger
+
+if TYPE_CHECKING:
+    from .store import SessionStore
 
 __all__ = ["HealLedger", "HealingSessionService"]
 
@@ -264,6 +265,11 @@ class HealingSessionService(BaseSessionService):
             return
         if planned is None:
             return
+        # The store layer (SQLAlchemy, drivers) is imported on the first heal,
+        # not with the service: `adk web` builds the service at startup, and
+        # sessions with nothing to heal never need it.
+        from .store import store_for_service
+
         store = store_for_service(self._inner, session)
         if (
             store.bumps_revision
@@ -299,6 +305,9 @@ class HealingSessionService(BaseSessionService):
         database, the ledger rows commit in the heals' own transaction; any
         other ledger records after the write.
         """
+        from .store import WriteOutcome
+        from .store.ledger import SqlHealLedger
+
         in_transaction = (
             store.transactional
             and isinstance(self._ledger, SqlHealLedger)

@@ -271,3 +271,25 @@ def test_the_registration_import_loads_no_alembic_rich_or_cli_and_logs_nothing()
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     assert out.strip() == "[] []"
+
+
+@pytest.mark.parametrize("uri", ["memory://", "sqlite:///sessions.db"])
+def test_building_a_heal_service_for_adk_s_own_schemes_loads_no_sqlalchemy(
+        uri: str, tmp_path: Path) -> None:
+    """adk web building heal+memory:// or heal+sqlite:// imports no SQLAlchemy, Alembic or rich."""
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import google.adk.cli.fast_api\n"
+        "from google.adk.cli.utils.service_factory import create_session_service_from_options\n"
+        "before = set(sys.modules)\n"
+        "import adk_session_heal.register\n"
+        f"service = create_session_service_from_options(base_dir=Path({str(tmp_path)!r}),"
+        f" session_service_uri='heal+{uri}')\n"
+        "added = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "print(type(service).__name__, sorted(added & {'sqlalchemy', 'alembic', 'rich', 'click',"
+        " 'asyncpg', 'aiomysql', 'redis'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120, cwd=tmp_path).stdout
+    assert out.strip() == "HealingSessionService []"

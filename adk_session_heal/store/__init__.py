@@ -13,16 +13,20 @@ adapters.
 
 from __future__ import annotations
 
-from .base import (
-    DamagedRow,
-    Layout,
-    SessionFilter,
-    SessionStore,
-    StoredSession,
-    WriteOutcome,
-    WriteResult,
-)
-from .opening import open_store, store_for_service
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported on first use (below): `store.urls` alone stays light
+    from .base import (
+        DamagedRow,
+        Layout,
+        SessionFilter,
+        SessionStore,
+        StoredSession,
+        WriteOutcome,
+        WriteResult,
+    )
+    from .opening import open_store, store_for_service
 
 __all__ = [
     "DamagedRow",
@@ -35,3 +39,16 @@ __all__ = [
     "open_store",
     "store_for_service",
 ]
+
+_HOME = {name: "base" for name in __all__[:7]} | {
+    "open_store": "opening", "store_for_service": "opening"}
+
+
+def __getattr__(name: str) -> Any:
+    """Imports an exported name's module on first use."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -33,12 +33,13 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +105,15 @@ async def store_crashed_session(url: str) -> tuple[str, str]:
 
 @contextmanager
 def child(command: list[str], log_path: Path, **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """Runs a child process, logging to a file; terminates (then kills) it on exit."""
+    """Runs a child process in a process group of its own, logging to a file.
+
+    On exit it is terminated (killed after 10 s), then whatever is left of its
+    group (Chromium's renderer and zygote helpers) is killed.
+    """
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **kwargs)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+        )
     try:
         yield process
     finally:
@@ -117,6 +124,8 @@ def child(command: list[str], log_path: Path, **kwargs: Any) -> Iterator[subproc
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 async def wait_for(what: str, probe: Any, process: subprocess.Popen[bytes], log: Path) -> Any:

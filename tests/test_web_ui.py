@@ -14,7 +14,8 @@ the red error bubble saying the call was interrupted. Clicking the row opens the
 event's detail: its Info tab shows the ``{"error": "Tool execution was
 interrupted."}`` response, its Raw JSON tab the ``adk_session_heal`` marker.
 
-The session is crashed through ADK's own ``DatabaseSessionService`` (user
+The session is written through ADK's own ``DatabaseSessionService``: one
+answered call (the UI's plain success, for contrast), then a crash (user
 message, model call, no response, a later user turn). ``adk web`` runs as a
 child process on 127.0.0.1 over ``heal+sqlite+aiosqlite``, with the example
 agent and a ``services.py`` importing ``adk_session_heal.register`` in its
@@ -87,10 +88,18 @@ def free_port() -> int:
 
 
 async def store_crashed_session(url: str) -> tuple[str, str]:
-    """Writes a crashed run through ADK's own service; returns (session id, call id)."""
+    """Writes a crashed run through ADK's own service; returns (session id, dead call id).
+
+    One answered call first (the UI's plain success, for contrast), then the crash:
+    a question, the model's call, no response, and the user's next message.
+    """
     history = History(agent="weather_agent", start=time.time() - 60)
-    history.user("What's the weather in Paris?")
-    [call_id] = history.calls(("get_weather", {"city": "Paris"}))
+    history.user("What's the weather in Berlin?")
+    answered = history.call("get_weather", {"city": "Berlin"})
+    history.respond((answered, "get_weather", {"forecast": "Sunny, 21 °C"}))
+    history.text("Sunny in Berlin, 21 °C.")
+    history.user("And in Paris?")
+    call_id = history.call("get_weather", {"city": "Paris"})
     history.user("hello?")
     service = DatabaseSessionService(url)
     try:
@@ -99,7 +108,6 @@ async def store_crashed_session(url: str) -> tuple[str, str]:
             await service.append_event(session, event)
     finally:
         await service.close()
-    assert call_id is not None
     return session.id, call_id
 
 
@@ -268,6 +276,19 @@ ROWS_SCRIPT = """
 """
 """Each event row of the chat: its text, chip icons, and error bubbles (where, what colour)."""
 
+SHOWN = {
+    "question": "What's the weather in Berlin?",
+    "answered call": 'get_weather("Berlin")',
+    "answer": "get_weather",
+    "reply": "Sunny in Berlin",
+    "next question": "And in Paris?",
+    "dead call": 'get_weather("Paris")',
+    "heal": "get_weather",
+    "next message": "hello?",
+}
+"""The rows the UI shows for the stored session (its events, in order): a text each holds."""
+HEAL_ROW = list(SHOWN).index("heal")
+
 
 def rgb(css_color: str) -> tuple[int, ...]:
     """``rgb(147, 0, 10)`` -> (147, 0, 10)."""
@@ -313,7 +334,7 @@ async def test_adk_web_shows_a_healed_call_as_interrupted(tmp_path: Path) -> Non
 
                 async def all_rows() -> list[dict[str, Any]] | None:
                     rows: list[dict[str, Any]] = await page.evaluate(ROWS_SCRIPT) or []
-                    return rows if len(rows) >= 4 else None
+                    return rows if len(rows) >= len(SHOWN) else None
 
                 rows = await wait_for("the session's events in the UI", all_rows, server, log)
                 shots = [tmp_path / f"adk_web_healed_{tab}.png" for tab in ("event", "json")]
@@ -335,24 +356,25 @@ async def test_adk_web_shows_a_healed_call_as_interrupted(tmp_path: Path) -> Non
     kept = [keep_artifact(shot) for shot in shots if shot.exists()]
 
     # Storage: the UI's read healed the superseded call (get_session heals on read).
-    healed = stored["events"][2]
+    healed = stored["events"][HEAL_ROW]
     assert healed["content"]["parts"][0]["functionResponse"]["id"] == call_id
     assert healed["customMetadata"][HEAL_METADATA_KEY]["call_ids"] == [call_id]
 
-    # The UI: user message, the call, the heal, the next user message.
-    assert len(rows) == 4, json.dumps(rows, indent=1)
-    assert "What's the weather in Paris?" in rows[0]["text"] and "hello?" in rows[3]["text"]
-    assert "bolt" in rows[1]["icons"] and not rows[1]["errors"]
-    heal_row = rows[2]
-    # ADK's chip for a function response has no error form: always the check icon ...
-    assert "check" in heal_row["icons"] and "get_weather" in heal_row["text"]
-    # ... but the heal's error_code/error_message draw ADK's red error bubble beside it.
-    [error] = heal_row["errors"]
+    # The UI: one row per stored event, in order.
+    assert len(rows) == len(SHOWN), json.dumps(rows, indent=1)
+    for row, (kind, needle) in zip(rows, SHOWN.items(), strict=True):
+        assert needle in row["text"], (kind, row)
+        assert ("bolt" in row["icons"]) == kind.endswith("call"), (kind, row)
+        assert ("check" in row["icons"]) == (kind in ("answer", "heal")), (kind, row)
+        assert bool(row["errors"]) == (kind == "heal"), (kind, row)
+    # ADK's chip for a function response has no error form: the real answer and the
+    # heal both carry the check icon (asserted above) ... but the heal's
+    # error_code/error_message draw ADK's red error bubble on its row, and only there.
+    [error] = rows[HEAL_ROW]["errors"]
     assert INVOCATION_ABORTED in error["text"]
     assert HEAL_ERROR_MESSAGE in error["text"] and "interrupted" in error["text"]
     red, green, blue = rgb(error["background"])
     assert red > green and red > blue, f"error bubble is not red: {error['background']}"
-    assert not any(r["errors"] for r in (rows[0], rows[1], rows[3]))
     # The heal's detail: its id and the interrupted payload on the Info tab, ...
     assert healed["id"] in info and "get_weather" in info
     # ... the marker in its raw JSON.

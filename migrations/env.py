@@ -17,10 +17,14 @@ from adk_session_heal.store.ledger_table import LEDGER_VERSION_TABLE
 
 config = context.config
 if context.is_offline_mode():  # `db upgrade --sql`: print the SQL for the URL's dialect
+    url = config.attributes["offline_url"]
     context.configure(
-        url=config.attributes["offline_url"],
+        url=url,
         literal_binds=True,
         version_table=LEDGER_VERSION_TABLE,
+        # SQLite's DDL is transactional too: its script gets BEGIN / COMMIT, as
+        # PostgreSQL's does (MySQL and MariaDB commit each DDL statement).
+        transactional_ddl=True if url.get_backend_name() == "sqlite" else None,
     )
 else:
     connection = config.attributes.get("connection")

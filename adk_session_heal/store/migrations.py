@@ -173,7 +173,9 @@ async def current(url: str | StoreUrl, *, timeout: TimeoutArg = None) -> str | N
     """
     from .opening import open_store
 
-    store = await open_store(url, timeout=timeout)
+    parsed = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    parsed.sqlalchemy_url(writable=False)  # a Redis URL has no SQL ledger: say so
+    store = await open_store(parsed, timeout=timeout)
     try:
         return await store.ledger_revision()
     finally:

@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -95,19 +96,31 @@ async def _run(
 ) -> str | None:
     parsed = url if isinstance(url, StoreUrl) else parse_store_url(url)
     parsed.sqlalchemy_url(writable=True)  # a Redis URL is refused before connecting
+    # A named target is checked before connecting; a relative one ("-1") is Alembic's.
+    target = None if _RELATIVE.fullmatch(revision) else resolve_revision(revision)
     store_url = await _checked_url(parsed, writable=True, timeout=timeout)
     engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
 
+    def current_revision(sync_connection: Any) -> str | None:
+        context = MigrationContext.configure(
+            sync_connection, opts={"version_table": LEDGER_VERSION_TABLE}
+        )
+        return context.get_current_revision()
+
     def run(sync_connection: Any) -> str | None:
+        if not _RELATIVE.fullmatch(revision):
+            # Refused (or found already done) before Alembic creates its version table:
+            # DDL commits at once on MySQL, MariaDB and SQLite, even when Alembic then fails.
+            before = current_revision(sync_connection)
+            if target == before:
+                return before
+            _check_direction(action, revision, before, target)
         config = alembic_config(sync_connection)
         if action == "upgrade":
             command.upgrade(config, revision)
         else:
             command.downgrade(config, revision)
-        context = MigrationContext.configure(
-            sync_connection, opts={"version_table": LEDGER_VERSION_TABLE}
-        )
-        return context.get_current_revision()
+        return current_revision(sync_connection)
 
     try:
         async with engine.begin() as conn:
@@ -249,6 +262,22 @@ def _revision_error(revision: str, exc: CommandError) -> LedgerError:
     )
 
 
+_RELATIVE = re.compile(r".*[+-]\d+")
+"""A revision relative to another (``-1``, ``head-1``, ``+2``): resolved by Alembic."""
+
+
+def _check_direction(action: str, asked: str, start: str | None, end: str | None) -> None:
+    """Refuses an upgrade that goes down or a downgrade that goes up (linear history)."""
+    order = [None, *(rev.id for rev in reversed(revisions()))]  # oldest first
+    first, last = order.index(start), order.index(end)
+    if (last < first) if action == "upgrade" else (last > first):
+        other = "downgrade" if action == "upgrade" else "upgrade"
+        raise LedgerError(
+            f"revision {asked!r}: {action} from {start or 'base'} to {end or 'base'} goes the "
+            f"wrong way: use `db {other}`"
+        )
+
+
 def sql_script(url: str | StoreUrl, action: Literal["upgrade", "downgrade"],
                revision: str) -> str:
     """Returns the SQL a migration would run on this URL's engine; connects to nothing.
@@ -277,13 +306,7 @@ def sql_script(url: str | StoreUrl, action: Literal["upgrade", "downgrade"],
     start, colon, end = revision.rpartition(":")
     if not colon:
         start = "base" if action == "upgrade" else "head"
-    order = [None, *(rev.id for rev in reversed(revisions()))]  # oldest first
-    first, last = order.index(resolve_revision(start)), order.index(resolve_revision(end))
-    if (last < first) if action == "upgrade" else (last > first):
-        raise LedgerError(
-            f"revision {revision!r}: {action} goes from {start!r} to {end!r}, the wrong way "
-            f"(use `db {'downgrade' if action == 'upgrade' else 'upgrade'} --sql`)"
-        )
+    _check_direction(action, revision, resolve_revision(start), resolve_revision(end))
     steps = f"{start}:{end}" if action == "downgrade" else revision
     output = io.StringIO()
     config = alembic_config(output=output)

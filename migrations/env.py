@@ -40,3 +40,7 @@ else:
     )
 with context.begin_transaction():
     context.run_migrations()
+    if config.attributes.get("drop_version_table"):
+        # `db downgrade URL base --sql`: nothing of ours is left, as online (migrate.downgrade),
+        # so that the `db upgrade --sql` script, written for a database without it, runs again.
+        context.execute(f"DROP TABLE {LEDGER_VERSION_TABLE}")

@@ -27,6 +27,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy import inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import LedgerError
@@ -107,20 +108,31 @@ async def _run(
         )
         return context.get_current_revision()
 
+    def at_base(sync_connection: Any) -> None:
+        # Nothing of ours is left at base, not even Alembic's empty version table (also
+        # one an earlier downgrade left), so the `db upgrade --sql` script runs again.
+        if inspect(sync_connection).has_table(LEDGER_VERSION_TABLE):
+            sync_connection.execute(text(f"DROP TABLE {LEDGER_VERSION_TABLE}"))
+
     def run(sync_connection: Any) -> str | None:
         if not _RELATIVE.fullmatch(revision):
             # Refused (or found already done) before Alembic creates its version table:
             # DDL commits at once on MySQL, MariaDB and SQLite, even when Alembic then fails.
             before = current_revision(sync_connection)
             if target == before:
+                if action == "downgrade" and before is None:
+                    at_base(sync_connection)
                 return before
             _check_direction(action, revision, before, target)
         config = alembic_config(sync_connection)
         if action == "upgrade":
             command.upgrade(config, revision)
-        else:
-            command.downgrade(config, revision)
-        return current_revision(sync_connection)
+            return current_revision(sync_connection)
+        command.downgrade(config, revision)
+        now = current_revision(sync_connection)
+        if now is None:
+            at_base(sync_connection)
+        return now
 
     try:
         async with engine.begin() as conn:
@@ -159,9 +171,10 @@ async def downgrade(
     """Downgrades the heal ledger's tables to ``revision`` (``"base"`` drops them).
 
     Only this package's own tables change: ``"base"`` drops the ledger table
-    (the record of past heals) and deletes the version row, leaving the empty
-    version table, as Alembic does. The synthetic events already written into
-    the sessions stay where they are.
+    (the record of past heals) and then the version table too, unlike
+    Alembic's default, so the database is as before the first upgrade (and an
+    upgrade script from :func:`sql_script` runs on it). The synthetic events
+    already written into the sessions stay where they are.
 
     Args:
         url: An ADK session database.
@@ -285,8 +298,9 @@ def sql_script(url: str | StoreUrl, action: Literal["upgrade", "downgrade"],
     Alembic's offline mode, for a DBA who reviews SQL before it runs: an
     upgrade from an empty database (no heal ledger) to ``revision``, or a
     downgrade from the newest revision to ``revision``; ``"FROM:TO"`` names
-    both ends explicitly. The SQL includes the version table's rows, and, on
-    PostgreSQL, ``BEGIN`` / ``COMMIT``.
+    both ends explicitly. The SQL includes the version table's rows (a
+    downgrade to base drops that table, as :func:`downgrade` does), and, on
+    PostgreSQL and SQLite, ``BEGIN`` / ``COMMIT``.
 
     Args:
         url: A session database URL. Only its form and dialect are used: a
@@ -311,6 +325,8 @@ def sql_script(url: str | StoreUrl, action: Literal["upgrade", "downgrade"],
     output = io.StringIO()
     config = alembic_config(output=output)
     config.attributes["offline_url"] = sql_url
+    config.attributes["drop_version_table"] = action == "downgrade" and resolve_revision(
+        end) is None
     try:
         if action == "upgrade":
             command.upgrade(config, steps, sql=True)

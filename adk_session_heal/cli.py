@@ -3,8 +3,9 @@
 Each command parses its options, calls :mod:`adk_session_heal.repair`,
 :mod:`adk_session_heal.ledger` or :mod:`adk_session_heal.migrate`, and prints
 (rich tables, or with ``--json`` the documents described in
-:mod:`adk_session_heal.reports`). Library errors become one line on stderr and
-exit code 2.
+:mod:`adk_session_heal.scan_report` and, for the ``db`` commands,
+:mod:`adk_session_heal.migration_report`). Library errors become one line on
+stderr and exit code 2.
 
 Exit codes of ``scan`` and ``repair``: 0 nothing to do, or done; 1 (``scan``)
 something needs healing, which wins over 3; 2 bad input or environment (one
@@ -494,12 +495,13 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 @_json_flag
 def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: float | None,
                  as_json: bool) -> None:
-    """Downgrade the heal ledger to REVISION; "base" drops its table.
+    """Downgrade the heal ledger to REVISION; "base" drops our two tables.
 
     Only our tables change: base drops adk_session_heal_ledger (the record of
-    past heals, lost) and deletes the version row. The synthetic events already
-    written into sessions stay, and `repair` never heals a call twice (their
-    ids are deterministic); `db upgrade` recreates an empty ledger.
+    past heals, lost) and the version table adk_session_heal_alembic_version.
+    The synthetic events already written into sessions stay, and `repair`
+    never heals a call twice (their ids are deterministic); `db upgrade`
+    recreates an empty ledger.
 
     With --sql, the SQL from the newest revision down to REVISION (or FROM:TO).
 

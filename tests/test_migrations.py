@@ -353,3 +353,18 @@ def test_a_bad_revision_is_refused_before_connecting() -> None:
     url = "postgresql+asyncpg://postgres:hunter2@127.0.0.1:1/x"
     assert_one_line_error(cli("db", "upgrade", url, "--revision", "nope"), "'nope'", "0001")
     assert_one_line_error(cli("db", "downgrade", url, "nope", "--yes"), "'nope'", "0001")
+
+
+async def test_a_revision_from_a_newer_release_is_one_line(tmp_path: Path) -> None:
+    """A ledger at a revision this release does not know: upgrade and downgrade say so in one
+    line, exit 2, and write nothing."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            db.execute("UPDATE adk_session_heal_alembic_version SET version_num = '0099'")
+        before = await snapshot(store)
+        assert_one_line_error(cli("db", "upgrade", store.url), "'0099'", "newer")
+        assert_one_line_error(cli("db", "downgrade", store.url, "base", "--yes"), "'0099'")
+        assert await snapshot(store) == before

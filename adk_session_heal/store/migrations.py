@@ -282,6 +282,12 @@ _RELATIVE = re.compile(r".*[+-]\d+")
 def _check_direction(action: str, asked: str, start: str | None, end: str | None) -> None:
     """Refuses an upgrade that goes down or a downgrade that goes up (linear history)."""
     order = [None, *(rev.id for rev in reversed(revisions()))]  # oldest first
+    if start not in order:
+        raise LedgerError(
+            f"the heal ledger is at revision {start!r}, which this release does not know "
+            f"(its revisions: {', '.join(str(r) for r in order[1:])}): a newer "
+            "adk-session-heal created it; run `db` commands with that release"
+        )
     first, last = order.index(start), order.index(end)
     if (last < first) if action == "upgrade" else (last > first):
         other = "downgrade" if action == "upgrade" else "upgrade"

@@ -3,8 +3,9 @@
 Each command parses its options, calls :mod:`adk_session_heal.repair`,
 :mod:`adk_session_heal.ledger` or :mod:`adk_session_heal.migrate`, and prints
 (rich tables, or with ``--json`` the documents described in
-:mod:`adk_session_heal.reports`). Library errors become one line on stderr and
-exit code 2.
+:mod:`adk_session_heal.scan_report` and, for the ``db`` commands,
+:mod:`adk_session_heal.migration_report`). Library errors become one line on
+stderr and exit code 2.
 
 Exit codes of ``scan`` and ``repair``: 0 nothing to do, or done; 1 (``scan``)
 something needs healing, which wins over 3; 2 bad input or environment (one
@@ -24,7 +25,7 @@ import re
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from rich.console import Console
@@ -35,9 +36,12 @@ from . import migrate
 from .bulk import RepairPlan, apply_plan, check_repairable, plan_repair, scan
 from .errors import HealError
 from .ledger import SqlHealLedger
+from .migration_report import current_json, migration_json
+from .migration_report import history_json as db_history_json
 from .policy import HealPolicy
 from .scan_report import CallEntry, RepairReport, ScanReport, history_json
 from .store import SessionFilter, open_store
+from .store.urls import StoreUrl, parse_store_url
 
 __all__ = ["main", "parse_duration"]
 
@@ -410,29 +414,159 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
 
 @main.group("db")
 def db_group() -> None:
-    """Manage adk-session-heal's own tables (the heal ledger) in a session database."""
+    """Manage adk-session-heal's own tables (the heal ledger) in a session database.
+
+    Only our tables change: adk_session_heal_ledger (one row per heal written)
+    and the version table adk_session_heal_alembic_version. ADK's tables, and
+    the synthetic events already written into sessions, are never touched.
+    --sql prints the SQL for the URL's engine (SQLite, PostgreSQL, MySQL or
+    MariaDB) without connecting, for review before it runs.
+    """
+
+
+def _store_url(url: str) -> StoreUrl:
+    """Parses a URL for the db commands (a bad one: one line, exit 2)."""
+    try:
+        return parse_store_url(url)
+    except HealError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _sql_script(url: StoreUrl, action: Literal["upgrade", "downgrade"],
+                revision: str) -> tuple[str, str | None]:
+    """Returns the offline SQL and the revision it leaves the database at."""
+    try:
+        script = migrate.sql_script(url, action, revision)
+        return script, migrate.resolve_revision(revision.rpartition(":")[2])
+    except HealError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _sql_flag(command: F) -> F:
+    return click.option(
+        "--sql", "sql_only", is_flag=True,
+        help="Print the SQL for the URL's database engine instead of running it; connects "
+        "to nothing, writes nothing.",
+    )(command)
+
+
+def _print_migration(command: Literal["db upgrade", "db downgrade"], url: StoreUrl,
+                     target: str, revision: str | None, sql: str | None,
+                     as_json: bool) -> None:
+    head = migrate.head_revision()
+    if as_json:
+        _print_json(migration_json(command, url, target=target, revision=revision, head=head,
+                                   sql=sql))
+    elif sql is not None:
+        click.echo(sql, nl=False)
+    else:
+        click.echo(f"heal ledger at revision {revision or 'none'} (head {head})")
 
 
 @db_group.command("upgrade")
 @click.argument("url")
-@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@click.option("--revision", default="head", show_default=True,
+              help="Target revision (with --sql also FROM:TO, e.g. 0001:head).")
+@_sql_flag
 @_timeout
-def db_upgrade(url: str, revision: str, timeout: float | None) -> None:
+@_json_flag
+def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
+               as_json: bool) -> None:
     """Create or upgrade the heal ledger (Alembic, own version table).
 
-    Example: adk-session-heal db upgrade sqlite:///.adk/session.db
+    With --sql, the SQL from an empty database (no heal ledger) to --revision.
+
+    Example: adk-session-heal db upgrade sqlite:///.adk/session.db --sql
     """
-    now = _run(migrate.upgrade(url, revision, timeout=timeout))
-    click.echo(f"heal ledger at revision {now} (head {migrate.head_revision()})")
+    store_url = _store_url(url)
+    if sql_only:
+        sql, now = _sql_script(store_url, "upgrade", revision)
+    else:
+        sql, now = None, _run(migrate.upgrade(store_url, revision, timeout=timeout))
+    _print_migration("db upgrade", store_url, revision, now, sql, as_json)
+
+
+@db_group.command("downgrade")
+@click.argument("url")
+@click.argument("revision")
+@_sql_flag
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@_timeout
+@_json_flag
+def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: float | None,
+                 as_json: bool) -> None:
+    """Downgrade the heal ledger to REVISION; "base" drops our two tables.
+
+    Only our tables change: base drops adk_session_heal_ledger (the record of
+    past heals, lost) and the version table adk_session_heal_alembic_version.
+    The synthetic events already written into sessions stay, and `repair`
+    never heals a call twice (their ids are deterministic); `db upgrade`
+    recreates an empty ledger.
+
+    With --sql, the SQL from the newest revision down to REVISION (or FROM:TO).
+
+    Example: adk-session-heal db downgrade sqlite:///.adk/session.db base --sql
+    """
+    store_url = _store_url(url)
+    if sql_only:
+        sql, now = _sql_script(store_url, "downgrade", revision)
+        _print_migration("db downgrade", store_url, revision, now, sql, as_json)
+        return
+    try:
+        target = migrate.resolve_revision(revision)
+    except HealError as exc:
+        raise CliError(str(exc)) from exc
+    if not yes:
+        if not sys.stdin.isatty():
+            raise CliError("db downgrade drops heal ledger tables and their records: pass "
+                           "--yes to confirm (or --sql to see the SQL)")
+        click.confirm(f"Downgrade the heal ledger in {store_url} to revision "
+                      f"{target or 'base'} (dropping what later revisions hold)?", abort=True)
+    now = _run(migrate.downgrade(store_url, revision, timeout=timeout))
+    _print_migration("db downgrade", store_url, revision, now, None, as_json)
 
 
 @db_group.command("current")
 @click.argument("url")
 @_timeout
-def db_current(url: str, timeout: float | None) -> None:
-    """Print the heal ledger's revision ("none" when not installed). Read-only."""
-    now = _run(migrate.current(url, timeout=timeout))
-    click.echo(f"heal ledger at revision {now or 'none'} (head {migrate.head_revision()})")
+@_json_flag
+def db_current(url: str, timeout: float | None, as_json: bool) -> None:
+    """Print the heal ledger's revision ("none" when not installed). Read-only.
+
+    Example: adk-session-heal db current sqlite:///.adk/session.db --json
+    """
+    store_url = _store_url(url)
+    now = _run(migrate.current(store_url, timeout=timeout))
+    head = migrate.head_revision()
+    if as_json:
+        _print_json(current_json(store_url, revision=now, head=head))
+    else:
+        click.echo(f"heal ledger at revision {now or 'none'} (head {head})")
+
+
+@db_group.command("history")
+@click.argument("url", required=False)
+@_timeout
+@_json_flag
+def db_history(url: str | None, timeout: float | None, as_json: bool) -> None:
+    """List the heal ledger's migrations, newest first; with URL, mark the current one.
+
+    Needs no database without URL; with it, read-only.
+
+    Example: adk-session-heal db history sqlite:///.adk/session.db
+    """
+    store_url = _store_url(url) if url is not None else None
+    now = _run(migrate.current(store_url, timeout=timeout)) if store_url is not None else None
+    found = migrate.revisions()
+    if as_json:
+        _print_json(db_history_json(found, url=store_url, current=now))
+        return
+    for rev in found:
+        marks = "".join((" (head)" if rev.head else "",
+                         " (current)" if store_url is not None and rev.id == now else ""))
+        click.echo(f"{rev.down_revision or '<base>'} -> {rev.id}{marks}, {rev.message}")
+    if store_url is not None and now is None:
+        click.echo(f"no heal ledger in {store_url} (current: base)")
 
 
 @main.command("demo")

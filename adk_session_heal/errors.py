@@ -7,7 +7,7 @@
     ├── StoreError                 a session database could not be used as asked
     │   ├── UnsupportedStoreError  wrong URL form, sync driver, unknown or legacy schema
     │   └── ReadOnlyStoreError     a write was needed but the database refuses writes
-    └── LedgerError                the heal ledger is missing or out of date
+    └── LedgerError                the heal ledger is missing or out of date, or no such revision
 
 Driver errors are translated once, where storage is touched
 (``raise StoreError(...) from exc``). Every message says what was wrong and
@@ -47,4 +47,4 @@ class ReadOnlyStoreError(StoreError):
 
 
 class LedgerError(HealError):
-    """The heal ledger is missing or its schema is out of date."""
+    """The heal ledger is missing or out of date, or a migration revision is unknown."""

@@ -11,19 +11,27 @@ Example::
 from __future__ import annotations
 
 from .store.migrations import (
+    Revision,
     alembic_config,
     current,
     downgrade,
     head_revision,
     migrations_dir,
+    resolve_revision,
+    revisions,
+    sql_script,
     upgrade,
 )
 
 __all__ = [
+    "Revision",
     "alembic_config",
     "current",
     "downgrade",
     "head_revision",
     "migrations_dir",
+    "resolve_revision",
+    "revisions",
+    "sql_script",
     "upgrade",
 ]

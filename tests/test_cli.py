@@ -156,7 +156,9 @@ def test_python_dash_m_runs_the_same_cli(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["scan"], ["repair", "--yes"], ["history"],
-                                     ["db", "upgrade"], ["db", "current"]])
+                                     ["db", "upgrade"], ["db", "current"],
+                                     ["db", "upgrade", "--sql"], ["db", "downgrade", "base"],
+                                     ["db", "downgrade", "base", "--sql"], ["db", "history"]])
 def test_missing_file_is_an_error_and_is_not_created(command: list[str], tmp_path: Path) -> None:
     """Every command refuses a missing SQLite file in one line and never creates it."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'missing.db'}"

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+import subprocess
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import text
+import pytest
+from sqlalchemy import inspect, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
     Store,
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
     crashed_histories,
     fill,
+    make_store,
+    snapshot,
     table_names,
 )
+from test_cli import assert_one_line_error, cli
 
 from adk_session_heal import migrate
 
@@ -87,3 +94,277 @@ def test_the_head_revision_known_without_alembic_is_the_scripts_head() -> None:
     from adk_session_heal.store.ledger_table import LEDGER_HEAD_REVISION
 
     assert migrate.head_revision() == LEDGER_HEAD_REVISION
+
+
+# ---- the db commands: --sql, downgrade, current/history --json (issue 14, point 5) ----
+
+
+def _client(store: Store) -> list[str]:
+    """Returns the engine's own command-line client, reading SQL from stdin, as a DBA runs it."""
+    if store.sqlite_path is not None:
+        return ["sqlite3", "-bail", str(store.sqlite_path)]
+    url = make_url(store.url)
+    if store.kind == "postgres":
+        return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(url.host), "-p",
+                str(url.port or 5432), "-U", str(url.username), "-d", str(url.database)]
+    return ["mariadb", "-h", str(url.host), "-P", str(url.port or 3306), "-u",
+            str(url.username), str(url.database)]
+
+
+def run_sql(store: Store, script: str) -> None:
+    """Executes a printed SQL script on the store with the engine's own client."""
+    child = subprocess.run(_client(store), input=script, capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert child.returncode == 0 and "ERROR" not in child.stderr, child.stderr
+
+
+async def ledger_schema(store: Store) -> dict[str, Any]:
+    """Our two tables as the database describes them (columns, keys, DDL) and the version rows."""
+    if store.sqlite_path is not None:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            ddl = sorted((kind, name, table, " ".join((sql or "").split()))  # tabs vs spaces
+                         for kind, name, table, sql in db.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master "
+                "WHERE tbl_name LIKE 'adk_session_heal%'"))
+    engine = create_async_engine(store.url if store.sqlite_path is None
+                                 else f"sqlite+aiosqlite:///{store.sqlite_path}")
+
+    def describe(sync: Any) -> dict[str, Any]:
+        inspector = inspect(sync)
+        found: dict[str, Any] = {}
+        for table in sorted(inspector.get_table_names()):
+            if not table.startswith("adk_session_heal"):
+                continue
+            found[table] = {
+                "columns": [{key: str(value) for key, value in column.items()}
+                            for column in inspector.get_columns(table)],
+                "primary_key": inspector.get_pk_constraint(table),
+                "unique": sorted(inspector.get_unique_constraints(table), key=str),
+                "indexes": sorted(inspector.get_indexes(table), key=str),
+            }
+            if store.kind == "mariadb":
+                found[table]["ddl"] = sync.execute(text(f"SHOW CREATE TABLE {table}")).one()[1]
+        version = "adk_session_heal_alembic_version"
+        found["version_rows"] = (sorted(sync.execute(text(f"SELECT * FROM {version}")).all())
+                                 if version in found else None)
+        return found
+
+    try:
+        async with engine.connect() as conn:
+            described = await conn.run_sync(describe)
+    finally:
+        await engine.dispose()
+    if store.sqlite_path is not None:
+        described["sqlite_master"] = ddl
+    return described
+
+
+async def events_rows(store: Store) -> list[str]:
+    """Every stored event row, as text (heals included)."""
+    engine = create_async_engine(store.url if store.sqlite_path is None
+                                 else f"sqlite+aiosqlite:///{store.sqlite_path}")
+    try:
+        async with engine.connect() as conn:
+            return sorted(repr(tuple(r)) for r in (await conn.execute(
+                text("SELECT * FROM events"))).all())
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_sql_writes_nothing_and_builds_what_db_upgrade_builds(
+        adk_store: Store) -> None:
+    """db upgrade --sql prints the engine's CREATE TABLEs and writes nothing; run by the engine's
+    own client, that SQL leaves exactly the tables and version row that db upgrade leaves."""
+    await fill(adk_store, {"ok": crashed_histories()["ok"]})
+    before = await snapshot(adk_store)
+    printed = cli("db", "upgrade", adk_store.url, "--sql")
+    assert printed.exit_code == 0, printed.output
+    assert "CREATE TABLE adk_session_heal_ledger (" in printed.stdout
+    assert "CREATE TABLE adk_session_heal_alembic_version (" in printed.stdout
+    assert "INSERT INTO adk_session_heal_alembic_version (version_num) VALUES ('0001')" in (
+        printed.stdout)
+    quoted = {"postgres": " trigger VARCHAR", "mariadb": "`trigger` VARCHAR"}
+    assert quoted.get(adk_store.kind, '"trigger" VARCHAR') in printed.stdout  # the dialect's SQL
+    assert await snapshot(adk_store) == before  # SQLite: the same bytes
+    run_sql(adk_store, printed.stdout)
+    assert await migrate.current(adk_store.url) == "0001"
+    from_script = await ledger_schema(adk_store)
+    assert cli("db", "downgrade", adk_store.url, "base", "--yes").exit_code == 0
+    assert cli("db", "upgrade", adk_store.url).exit_code == 0
+    assert await ledger_schema(adk_store) == from_script
+    assert from_script["version_rows"] == [("0001",)]
+
+
+async def test_downgrade_sql_prints_drops_and_writes_nothing(adk_store: Store) -> None:
+    """db downgrade base --sql prints the DROPs and writes nothing; run by the engine's client,
+    it leaves none of our tables, and the upgrade script then runs again."""
+    await fill(adk_store, {"ok": crashed_histories()["ok"]})
+    assert cli("db", "upgrade", adk_store.url).exit_code == 0
+    before = await snapshot(adk_store)
+    printed = cli("db", "downgrade", adk_store.url, "base", "--sql")
+    assert printed.exit_code == 0, printed.output
+    assert "DROP TABLE adk_session_heal_ledger;" in printed.stdout
+    assert "DROP TABLE adk_session_heal_alembic_version;" in printed.stdout
+    assert await snapshot(adk_store) == before
+    run_sql(adk_store, printed.stdout)
+    assert await migrate.current(adk_store.url) is None
+    assert not {t for t in await table_names(adk_store) if t.startswith("adk_session_heal")}
+    run_sql(adk_store, cli("db", "upgrade", adk_store.url, "--sql").stdout)
+    assert await migrate.current(adk_store.url) == "0001"
+
+
+async def test_downgrade_to_base_drops_only_our_tables_then_upgrade_again(
+        adk_store: Store) -> None:
+    """db downgrade base --yes drops our two tables only; the heals written into sessions stay,
+    db upgrade recreates an empty ledger, and nothing is healed twice."""
+    await fill(adk_store, crashed_histories())
+    assert cli("db", "upgrade", adk_store.url).exit_code == 0
+    assert cli("repair", adk_store.url, "--yes").exit_code == 0
+    assert json.loads(cli("history", adk_store.url, "--json").stdout)["heals"]
+    healed = await events_rows(adk_store)
+    down = cli("db", "downgrade", adk_store.url, "base", "--yes", "--json")
+    assert down.exit_code == 0, down.output
+    assert json.loads(down.stdout)["revision"] is None
+    assert not {t for t in await table_names(adk_store) if t.startswith("adk_session_heal")}
+    assert await events_rows(adk_store) == healed
+    assert "revision none" in cli("db", "current", adk_store.url).stdout
+    assert "revision 0001" in cli("db", "upgrade", adk_store.url).stdout
+    assert json.loads(cli("history", adk_store.url, "--json").stdout)["heals"] == []
+    assert json.loads(cli("repair", adk_store.url, "--yes", "--json").stdout)["healed"] == 0
+    assert await events_rows(adk_store) == healed
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+asyncpg://postgres:hunter2@127.0.0.1:5432/heal_no_such_database",
+    "postgresql+asyncpg://postgres:hunter2@127.0.0.1:1/nothing_listens_here",
+    "mysql+aiomysql://root:hunter2@127.0.0.1:1/x",
+    "mariadb+asyncmy://root:hunter2@127.0.0.1:1/x",
+])
+@pytest.mark.parametrize("command", [["upgrade"], ["downgrade", "base"]])
+def test_sql_connects_to_nothing(url: str, command: list[str]) -> None:
+    """--sql prints SQL for a database that does not exist or a port nothing listens on."""
+    printed = cli("db", command[0], url, *command[1:], "--sql")
+    assert printed.exit_code == 0, printed.output
+    assert ("CREATE TABLE" if command[0] == "upgrade" else "DROP TABLE") in printed.stdout
+    document = json.loads(cli("db", command[0], url, *command[1:], "--sql", "--json").stdout)
+    assert document["sql"] == printed.stdout
+    assert document["dialect"] == url.split("+")[0]
+    assert document["revision"] == ("0001" if command[0] == "upgrade" else None)
+    assert "hunter2" not in json.dumps(document)
+
+
+def test_sql_for_every_engine_is_its_own() -> None:
+    """PostgreSQL's script is one transaction with SERIAL, MySQL's uses AUTO_INCREMENT and no
+    BEGIN (its DDL commits), SQLite's is one transaction too."""
+    pg = migrate.sql_script("postgresql+asyncpg://u@h/db", "upgrade", "head")
+    my = migrate.sql_script("mysql+aiomysql://u@h/db", "upgrade", "head")
+    assert pg.startswith("BEGIN;") and "COMMIT;" in pg and "id SERIAL NOT NULL" in pg
+    assert "BEGIN" not in my and "id INTEGER NOT NULL AUTO_INCREMENT" in my
+
+
+def test_sqlite_sql_is_one_transaction(tmp_path: Path) -> None:
+    """SQLite's script runs in one transaction, and the file is not opened to print it."""
+    path = tmp_path / "sessions.db"
+    path.write_bytes(b"not even a database")
+    script = migrate.sql_script(f"sqlite+aiosqlite:///{path}", "upgrade", "head")
+    assert script.startswith("BEGIN;") and script.rstrip().endswith("COMMIT;")
+    assert path.read_bytes() == b"not even a database"
+
+
+async def test_current_and_history_json(tmp_path: Path) -> None:
+    """db current --json and db history --json parse, carry format 1, and mark head and current."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        offline = json.loads(cli("db", "history", "--json").stdout)
+        assert offline["format"] == 1 and offline["command"] == "db history"
+        assert offline["url"] is None and offline["current"] is None
+        assert [(r["id"], r["head"], r["current"]) for r in offline["revisions"]] == [
+            ("0001", True, None)]
+        assert offline["head"] == "0001" and offline["revisions"][0]["down_revision"] is None
+        assert offline["revisions"][0]["message"].startswith("The heal ledger")
+        before = json.loads(cli("db", "current", store.url, "--json").stdout)
+        assert before == {"format": 1, "command": "db current", "url": store.url,
+                          "dialect": "sqlite", "revision": None, "head": "0001",
+                          "up_to_date": False}
+        assert json.loads(cli("db", "history", store.url, "--json").stdout)["revisions"][0][
+            "current"] is False
+        up = json.loads(cli("db", "upgrade", store.url, "--json").stdout)
+        assert up == {"format": 1, "command": "db upgrade", "url": store.url,
+                      "dialect": "sqlite", "target": "head", "revision": "0001",
+                      "head": "0001", "sql": None}
+        after = json.loads(cli("db", "current", store.url, "--json").stdout)
+        assert after["revision"] == "0001" and after["up_to_date"] is True
+        history = json.loads(cli("db", "history", store.url, "--json").stdout)
+        assert history["current"] == "0001" and history["revisions"][0]["current"] is True
+        assert "(head) (current)" in cli("db", "history", store.url).stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["upgrade", "{url}", "--revision", "nope"],
+    ["upgrade", "{url}", "--revision", "nope", "--sql"],
+    ["upgrade", "{url}", "--revision", "0001:base", "--sql"],
+    ["downgrade", "{url}", "nope", "--yes"],
+    ["downgrade", "{url}", "nope", "--sql"],
+    ["downgrade", "{url}", "0001", "--yes"],  # above the current revision (base)
+], ids=" ".join)
+async def test_bad_revision_is_one_line(args: list[str], tmp_path: Path) -> None:
+    """An unknown revision, a range the wrong way, or a downgrade upwards: one line, exit 2,
+    nothing written."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        before = await snapshot(store)
+        assert_one_line_error(cli("db", *(a.format(url=store.url) for a in args)), "revision")
+        assert await snapshot(store) == before
+
+
+async def test_downgrade_needs_yes_off_a_terminal(tmp_path: Path) -> None:
+    """Without a terminal, db downgrade refuses to drop the ledger unless --yes (or --sql)."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        before = await snapshot(store)
+        assert_one_line_error(cli("db", "downgrade", store.url, "base"), "--yes", "--sql")
+        assert await snapshot(store) == before
+
+
+@pytest.mark.parametrize("command", [["upgrade"], ["upgrade", "--sql"], ["current"],
+                                     ["downgrade", "base", "--yes"],
+                                     ["downgrade", "base", "--sql"], ["history"]])
+def test_redis_url_is_refused_alike_without_connecting(command: list[str]) -> None:
+    """Every db command, --sql or not, refuses a Redis URL with the same line, before
+    connecting (nothing listens on port 1)."""
+    result = cli("db", command[0], "redis://127.0.0.1:1/0", *command[1:])
+    assert_one_line_error(result, "Redis session store", "needs no `db upgrade`")
+
+
+async def test_a_no_op_migration_writes_nothing(adk_store: Store) -> None:
+    """On a database without the ledger, downgrade to base and upgrade to base change nothing
+    (Alembic would create its version table first, and that DDL commits on SQLite and MariaDB)."""
+    await fill(adk_store, {"ok": crashed_histories()["ok"]})
+    before = await snapshot(adk_store)
+    assert "revision none" in cli("db", "downgrade", adk_store.url, "base", "--yes").stdout
+    assert "revision none" in cli("db", "upgrade", adk_store.url, "--revision", "base").stdout
+    assert_one_line_error(cli("db", "downgrade", adk_store.url, "0001", "--yes"), "wrong way")
+    assert await snapshot(adk_store) == before
+
+
+def test_a_bad_revision_is_refused_before_connecting() -> None:
+    """An unknown revision is named as such even where no server listens."""
+    url = "postgresql+asyncpg://postgres:hunter2@127.0.0.1:1/x"
+    assert_one_line_error(cli("db", "upgrade", url, "--revision", "nope"), "'nope'", "0001")
+    assert_one_line_error(cli("db", "downgrade", url, "nope", "--yes"), "'nope'", "0001")
+
+
+async def test_a_revision_from_a_newer_release_is_one_line(tmp_path: Path) -> None:
+    """A ledger at a revision this release does not know: upgrade and downgrade say so in one
+    line, exit 2, and write nothing."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            db.execute("UPDATE adk_session_heal_alembic_version SET version_num = '0099'")
+        before = await snapshot(store)
+        assert_one_line_error(cli("db", "upgrade", store.url), "'0099'", "newer")
+        assert_one_line_error(cli("db", "downgrade", store.url, "base", "--yes"), "'0099'")
+        assert await snapshot(store) == before

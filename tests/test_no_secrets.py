@@ -56,6 +56,8 @@ COMMANDS = {
     "history": ["history", "{url}"],
     "db upgrade": ["db", "upgrade", "{url}"],
     "db current": ["db", "current", "{url}"],
+    "db downgrade": ["db", "downgrade", "{url}", "base", "--yes"],
+    "db history": ["db", "history", "{url}"],
 }
 """Every CLI command that takes a URL."""
 
@@ -66,6 +68,7 @@ API: dict[str, Callable[[str], Awaitable[Any]]] = {
     "repair": lambda url: repair(url),
     "migrate.upgrade": lambda url: migrate.upgrade(url),
     "migrate.current": lambda url: migrate.current(url),
+    "migrate.downgrade": lambda url: migrate.downgrade(url, "base"),
 }
 """Every Python entry point that opens a URL."""
 
@@ -103,6 +106,19 @@ def test_every_command_refuses_a_malformed_url_in_one_masked_line(
     caplog.set_level(logging.DEBUG)
     assert_one_masked_line(run_cli(command, url))
     assert_no_password_logged(caplog)
+
+
+OFFLINE_REFUSED = {name: url for name, url in MALFORMED.items()
+                   if name != "option the driver refuses"}
+"""What ``--sql`` refuses: it connects to nothing, so an option only the driver checks passes."""
+
+
+@pytest.mark.parametrize("command", [["upgrade"], ["downgrade", "base"]])
+@pytest.mark.parametrize("url", OFFLINE_REFUSED.values(), ids=OFFLINE_REFUSED.keys())
+def test_sql_refuses_a_malformed_url_in_one_masked_line(command: list[str], url: str) -> None:
+    """db upgrade --sql and db downgrade --sql: exit 2, one line, the password as ***."""
+    assert_one_masked_line(CliRunner().invoke(
+        main, ["db", command[0], url, *command[1:], "--sql"]))
 
 
 @pytest.mark.parametrize(("url", "words"), [
@@ -194,7 +210,7 @@ def test_a_server_that_never_answers_is_one_line_and_exit_2(scheme: str,
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_times_out_on_a_silent_server(command: str, silent_server: int) -> None:
-    """scan, repair, history, db upgrade and db current all take --timeout."""
+    """scan, repair, history and the db commands all take --timeout."""
     url = f"postgresql+asyncpg://u:{PW}@127.0.0.1:{silent_server}/db"
     assert "no answer in time" in assert_one_masked_line(run_cli(command, url, "--timeout", "0.5"))
 

@@ -115,7 +115,7 @@ async def test_cli_heals_a_real_crashed_run(crashed: tuple[Store, str]) -> None:
     human = cli("scan", store.url)
     assert human.exit_code == 1 and "get_weather" in human.stdout
 
-    dry = cli("repair", store.url, "--dry-run")
+    dry = cli("repair", store.url, "--dry-run", "--format", "table")
     assert dry.exit_code == 0, dry.output
     assert "would insert event" in dry.stdout and "Tool execution was interrupted." in dry.stdout
 

@@ -109,7 +109,6 @@ class _Cli(click.Group):
         (a bug) is named by its type only, since its text could quote a
         password; ``--debug`` shows it whole.
         """
-        debug = bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -118,15 +117,46 @@ class _Cli(click.Group):
             click.echo("Interrupted.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except HealError as exc:
-            if debug:
+            if ctx.meta.get(_DEBUG):
                 traceback.print_exc(file=sys.stderr)
             raise CliError(str(exc)) from exc
         except Exception as exc:
-            if debug:
+            if ctx.meta.get(_DEBUG):
                 traceback.print_exc(file=sys.stderr)
             raise CliError(
                 f"unexpected {type(exc).__name__}: rerun with --debug to see the traceback, "
                 "and report it") from exc
+
+
+_DEBUG = "adk_session_heal.debug"
+"""``ctx.meta`` key: ``--debug`` was given (before or after the command name)."""
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--debug``: remember it for :meth:`_Cli.invoke`; log DEBUG records to stderr."""
+    if not value or ctx.meta.get(_DEBUG):
+        return
+    ctx.meta[_DEBUG] = True
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    heal_logger = logging.getLogger("adk_session_heal")
+    level = heal_logger.level
+    heal_logger.addHandler(handler)
+    heal_logger.setLevel(logging.DEBUG)
+
+    def restore() -> None:
+        heal_logger.removeHandler(handler)
+        heal_logger.setLevel(level)
+
+    ctx.call_on_close(restore)
+
+
+def _debug_option(command: F) -> F:
+    return click.option(
+        "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+        help="On an error, print the traceback too (it may quote stored data); log the "
+        "package's DEBUG records to stderr.",
+    )(command)
 
 
 def parse_duration(text: str) -> float:
@@ -155,7 +185,10 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def _url_argument(command: F) -> F:
-    """The URL argument every command takes: typed, or else ``ADK_SESSION_HEAL_URL``."""
+    """The URL argument every command takes: typed, or else ``ADK_SESSION_HEAL_URL``.
+
+    Also adds ``--debug``, so it works after the command name too.
+    """
 
     @functools.wraps(command)
     def with_url(*args: Any, url: str | None, **kwargs: Any) -> Any:
@@ -164,7 +197,8 @@ def _url_argument(command: F) -> F:
                            f"sqlite:///.adk/session.db) or set {URL_ENV}")
         return command(*args, url=url, **kwargs)
 
-    return cast(F, click.argument("url", required=False, envvar=URL_ENV)(with_url))
+    return _debug_option(cast(F, click.argument("url", required=False, envvar=URL_ENV)(
+        with_url)))
 
 
 def _url_in_hint(url: str) -> str:
@@ -386,10 +420,8 @@ def _print_repair_tables(console: Console, report: RepairReport, *,
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="adk-session-heal")
-@click.option("--debug", is_flag=True,
-              help="On an error, print the traceback too; log the package's DEBUG records "
-              "to stderr.")
-def main(debug: bool) -> None:
+@_debug_option
+def main() -> None:
     """Find and heal ADK sessions left with unanswered tool calls.
 
     URL is an ADK session database, as ADK takes it: sqlite:///.adk/session.db
@@ -404,14 +436,9 @@ def main(debug: bool) -> None:
     # A repair run also logs on the package logger (a summary line, each heal at
     # DEBUG), for services that collect logs; the CLI prints its own output, so
     # without a configured handler those records must not fall through to
-    # Python's last-resort stderr handler. With --debug they go to stderr.
+    # Python's last-resort stderr handler. --debug sends them to stderr.
     heal_logger = logging.getLogger("adk_session_heal")
-    if debug:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        heal_logger.addHandler(handler)
-        heal_logger.setLevel(logging.DEBUG)
-    elif not heal_logger.handlers:
+    if not heal_logger.handlers:
         heal_logger.addHandler(logging.NullHandler())
 
 

@@ -14,7 +14,8 @@ truncated, no colour), ``json`` (one document; ``--json`` is short for it) or
 ``jsonl`` (one record per line, then a summary line). The documents, records
 and columns are described in :mod:`adk_session_heal.scan_report`; each carries
 ``"version": 1``. Stdout holds only that output: with ``tsv``, ``json`` and
-``jsonl`` the summary line, hints, prompts, progress and logs go to stderr. A
+``jsonl`` the summary line and hints go to stderr; prompts, progress bars and
+logs always do. A
 progress bar is shown only for ``--format table`` with stdout and stderr both
 terminals.
 
@@ -322,7 +323,7 @@ def _note(output: str, text: str) -> None:
 
 def _print_lines(output: str, records: Iterable[dict[str, Any]], summary: dict[str, Any],
                  columns: Sequence[str]) -> None:
-    """Prints ``json``-less line formats: ``jsonl`` records + summary, or ``tsv``."""
+    """Prints the line formats: ``jsonl`` records then a summary line, or ``tsv``."""
     if output == "jsonl":
         for record in records:
             click.echo(json.dumps({"version": JSON_FORMAT, **record}))
@@ -351,8 +352,9 @@ def _calls_table(title: str, entries: list[CallEntry], report: ScanReport,
     table = _table(title, [*columns, "why not healed"] if why else columns)
     for e in entries:
         status = e.status + (f" ({e.pending_reason})" if e.pending_reason else "")
+        age = format_duration(now - e.timestamp, exact=False)
         row = [f"{e.app_name}/{e.user_id}/{e.session_id}", e.call_id or "(none)",
-               e.tool_name, e.invocation_id, format_duration(now - e.timestamp), status]
+               e.tool_name, e.invocation_id, age, status]
         if why:
             row.append(e.to_json(now, dead_after)["why"])
         table.add_row(*row)
@@ -463,12 +465,13 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     with _progress(output) as progress:
         report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
                            progress=_scan_bar(progress), timeout=timeout))
-    if output == "json":
-        _print_json(report.to_json())
-    elif output == "table":
+    if output == "table":
         _print_scan_tables(_console(), report)
     else:
-        _print_lines(output, report.records(), report.summary_json(), SCAN_COLUMNS)
+        if output == "json":
+            _print_json(report.to_json())
+        else:
+            _print_lines(output, report.records(), report.summary_json(), SCAN_COLUMNS)
         _note(output, report.summary_line())
     if report.needs_healing:
         _note(output, f"Run `adk-session-heal repair{_url_in_hint(url)}` to heal them "
@@ -530,12 +533,13 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
                 on_heal = lambda _record: bar.advance(1)  # noqa: E731
             report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
                                      on_heal=on_heal, timeout=timeout))
-    if output == "json":
-        _print_json(report.to_json())
-    elif output == "table":
+    if output == "table":
         _print_repair_tables(_console(), report)
     else:
-        _print_lines(output, report.records(), report.summary_json(), REPAIR_COLUMNS)
+        if output == "json":
+            _print_json(report.to_json())
+        else:
+            _print_lines(output, report.records(), report.summary_json(), REPAIR_COLUMNS)
         _note(output, report.scan.summary_line())
         _note(output, report.summary_line())
     sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows else 0)
@@ -566,13 +570,13 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
 
     shown_url, records = _run(read())
     summary = f"Heals recorded in {shown_url}: {len(records)}"
-    if output == "json":
-        _print_json(history_json(shown_url, records))
-        return
     if output != "table":
-        _print_lines(output, history_records(records),
-                     {"command": "history", "url": shown_url, "heals_recorded": len(records)},
-                     HISTORY_COLUMNS)
+        if output == "json":
+            _print_json(history_json(shown_url, records))
+        else:
+            _print_lines(output, history_records(records),
+                         {"command": "history", "url": shown_url,
+                          "heals_recorded": len(records)}, HISTORY_COLUMNS)
         _note(output, summary)
         return
     table = _table(f"Heals recorded in {shown_url}", (

@@ -116,20 +116,23 @@ _PENDING_WHY = {
 }
 
 
-def format_duration(seconds: float) -> str:
-    """Returns ``seconds`` in the units ``--older-than`` takes: ``45s``, ``5m``, ``1d2h``.
+def format_duration(seconds: float, *, exact: bool = True) -> str:
+    """Returns ``seconds`` in the units ``--older-than`` takes: ``45s``, ``24h5m``, ``1d2h``.
 
-    At most the two largest units, rounded down (``90061`` is ``1d1h``).
+    Args:
+        seconds: The duration (negative counts as 0; fractions are dropped).
+        exact: Every non-zero unit (``90061`` is ``1d1h1m1s``); ``False``: the
+            largest unit and, if not zero, the next one (``1d1h``), for ages.
     """
     rest = max(0, int(seconds))
     parts: list[str] = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size or (unit == "s" and not parts):
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-        if len(parts) == 2 or (parts and not rest):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+        if parts and not exact and (len(parts) == 2 or not count):
             break
-    return "".join(parts)
+    return "".join(parts) or "0s"
 
 
 def call_why(status: str, pending_reason: str | None, dead_after: float | None) -> str:

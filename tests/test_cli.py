@@ -463,8 +463,11 @@ def test_formats_carry_the_same_records(filled: Store) -> None:
 
 
 def test_json_is_json_flag_and_not_with_another_format(filled: Store) -> None:
-    """--json is --format json; asking for both json and another format is a usage error."""
-    assert json.loads(cli("scan", filled.url, "--json").stdout)["command"] == "scan"
+    """--json is --format json (its summary line on stderr); asking for both json and
+    another format is a usage error."""
+    document = cli("scan", filled.url, "--json")
+    assert json.loads(document.stdout)["command"] == "scan"
+    assert document.stderr.startswith("Scanned 9 sessions")
     clash = cli("scan", filled.url, "--json", "--format", "tsv")
     assert clash.exit_code == 2 and "--json" in clash.stderr
 

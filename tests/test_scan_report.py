@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from adk_session_heal.cli import parse_duration
 from adk_session_heal.scan_report import (
     REPAIR_COLUMNS,
     SCAN_COLUMNS,
@@ -85,6 +86,10 @@ def test_why_each_call_is_or_is_not_healed() -> None:
 
 
 def test_format_duration_reads_back_as_a_duration() -> None:
-    """Durations print in --older-than's units, at most two of them."""
-    assert [format_duration(s) for s in (0, 45, 90, 86400 + 300, 90061)] == [
-        "0s", "45s", "1m30s", "1d5m", "1d1h"]
+    """Durations print in --older-than's units: exactly, or (ages) the two largest in a row."""
+    samples = (0, 45, 90, 86400 + 300, 90061, 3 * 3600 + 6)
+    assert [format_duration(s) for s in samples] == [
+        "0s", "45s", "1m30s", "1d5m", "1d1h1m1s", "3h6s"]
+    assert [format_duration(s, exact=False) for s in samples] == [
+        "0s", "45s", "1m30s", "1d", "1d1h", "3h"]
+    assert all(parse_duration(format_duration(s)) == s for s in samples)

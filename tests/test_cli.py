@@ -18,6 +18,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from google.adk.events.event import Event
@@ -40,7 +41,7 @@ from stores import (
 )
 
 from adk_session_heal import demo
-from adk_session_heal.cli import URL_ENV, main, parse_duration
+from adk_session_heal.cli import URL_ENV, _Cli, _debug_option, main, parse_duration
 from adk_session_heal.findings import classify
 from adk_session_heal.scan_report import (
     HISTORY_COLUMNS,
@@ -628,3 +629,31 @@ def test_prompt_and_plan_go_to_stderr(tmp_path: Path) -> None:
     assert piped.stderr.splitlines() == [
         line for line in piped.stderr.splitlines() if line.startswith("Scanned ")]
     assert ANSI not in piped.stdout + piped.stderr
+
+
+def test_the_one_handler_hides_unexpected_errors_unless_debug() -> None:
+    """A bug's text (which could hold a password) is not printed: one line naming its type,
+    exit 2; --debug shows the traceback; Ctrl-C exits 130."""
+
+    @click.group(cls=_Cli)
+    @_debug_option
+    def group() -> None:
+        """A group with the CLI's handler."""
+
+    @group.command()
+    def bug() -> None:
+        """Fails the way a bug would."""
+        raise ValueError("postgres:hunter2@db")
+
+    @group.command()
+    def interrupted() -> None:
+        """Stops the way Ctrl-C does."""
+        raise KeyboardInterrupt
+
+    plain = CliRunner().invoke(group, ["bug"])
+    assert_one_line_error(plain, "unexpected ValueError", "--debug")
+    debug = CliRunner().invoke(group, ["--debug", "bug"])
+    assert debug.exit_code == 2 and "Traceback" in debug.stderr
+    assert "ValueError: postgres:hunter2@db" in debug.stderr  # the user asked for it
+    stopped = CliRunner().invoke(group, ["interrupted"])
+    assert stopped.exit_code == 130 and stopped.stderr == "Interrupted.\n"

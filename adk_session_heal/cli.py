@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import inspect
 import json
 import logging
 import re
@@ -198,6 +199,8 @@ def _url_argument(command: F) -> F:
                            f"sqlite:///.adk/session.db) or set {URL_ENV}")
         return command(*args, url=url, **kwargs)
 
+    with_url.__doc__ = (f"{inspect.cleandoc(command.__doc__ or '')}\n\n"
+                        f"URL omitted: {URL_ENV} is used.")
     return _debug_option(cast(F, click.argument("url", required=False, envvar=URL_ENV)(
         with_url)))
 
@@ -433,7 +436,7 @@ def main() -> None:
 
     Exit codes: 0 nothing to do or done; 1 scan found something to heal; 2 bad
     input or environment (one line on stderr; --debug adds the traceback);
-    3 done, but some sessions were skipped.
+    3 done, but some sessions were skipped; 130 interrupted.
     """
     # A repair run also logs on the package logger (a summary line, each heal at
     # DEBUG), for services that collect logs; the CLI prints its own output, so

@@ -553,9 +553,11 @@ def test_url_from_the_environment(command: list[str], filled: Store, tmp_path: P
 
 
 def test_missing_url_says_what_to_do() -> None:
-    """No URL and no ADK_SESSION_HEAL_URL: one line naming both, exit 2."""
-    for command in (["scan"], ["repair", "--yes"], ["history"], ["db", "upgrade"]):
+    """No URL and no ADK_SESSION_HEAL_URL: one line naming both, exit 2; --help names it."""
+    for command in (["scan"], ["repair", "--yes"], ["history"], ["db", "upgrade"],
+                    ["db", "current"]):
         assert_one_line_error(cli(*command), "pass URL", "ADK_SESSION_HEAL_URL")
+        assert "URL omitted: ADK_SESSION_HEAL_URL is used." in cli(*command[:2], "--help").stdout
     assert_one_line_error(cli("scan", env={URL_ENV: ""}), "ADK_SESSION_HEAL_URL")
 
 

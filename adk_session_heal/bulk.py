@@ -134,7 +134,7 @@ async def _plan(
     progress: ScanProgress | None,
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session."""
-    report = ScanReport(str(store), store.layout.value, now, stale_after)
+    report = ScanReport(str(store), store.layout.value, now, stale_after, clock_skew=clock_skew)
     report.sessions_scanned = await store.count_sessions(where)
     if progress is not None:
         progress.start(report.sessions_scanned)
@@ -484,7 +484,8 @@ async def scan_service(
         The report (``layout`` is the service's class name).
     """
     clock = time.time() if now is None else now
-    report = ScanReport(type(service).__name__, "service", clock, stale_after)
+    report = ScanReport(type(service).__name__, "service", clock, stale_after,
+                        clock_skew=clock_skew)
     listed = await service.list_sessions(app_name=app_name, user_id=user_id)
     for listed_session in listed.sessions:
         if session_id is not None and listed_session.id != session_id:

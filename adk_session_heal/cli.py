@@ -1,31 +1,49 @@
 """The ``adk-session-heal`` command line: thin click commands over the library.
 
-Each command parses its options, calls :mod:`adk_session_heal.repair`,
+Each command parses its options, calls :mod:`adk_session_heal.bulk`,
 :mod:`adk_session_heal.ledger` or :mod:`adk_session_heal.migrate`, and prints
-(rich tables, or with ``--json`` the documents described in
-:mod:`adk_session_heal.scan_report` and, for the ``db`` commands,
-:mod:`adk_session_heal.migration_report`). Library errors become one line on
-stderr and exit code 2.
+what :mod:`adk_session_heal.scan_report` builds (and, for the ``db`` commands,
+:mod:`adk_session_heal.migration_report`).
 
-Exit codes of ``scan`` and ``repair``: 0 nothing to do, or done; 1 (``scan``)
-something needs healing, which wins over 3; 2 bad input or environment (one
-line on stderr: what was wrong, what to do); 3 done, but rows were skipped:
-sessions with damaged rows, or (``repair``) sessions that changed or were
-deleted between the scan and the write. A progress bar is shown only when both
-stdout and stderr are terminals, and never with ``--json``.
+URL: every command that takes one reads ``ADK_SESSION_HEAL_URL`` when it is
+omitted (an argument given wins).
+
+Output (``scan``, ``repair``, ``history``): ``--format table`` (the default on
+a terminal: rich tables, long ids folded, never cut), ``tsv`` (the default when
+stdout is not a terminal: a header line, then one record per line, nothing
+truncated, no colour), ``json`` (one document; ``--json`` is short for it) or
+``jsonl`` (one record per line, then a summary line). The documents, records
+and columns are described in :mod:`adk_session_heal.scan_report`; each carries
+``"version": 1``. Stdout holds only that output: with ``tsv``, ``json`` and
+``jsonl`` the summary line and hints go to stderr; prompts, progress bars and
+logs always do. A
+progress bar is shown only for ``--format table`` with stdout and stderr both
+terminals.
+
+Exit codes: 0 nothing to do, or done; 1 (``scan``) something needs healing,
+which wins over 3; 2 bad input or environment (one line on stderr: what was
+wrong, what to do; ``--debug`` adds the traceback); 3 done, but rows were
+skipped: sessions with damaged rows, or (``repair``) sessions that changed or
+were deleted between the scan and the write. Declining ``repair``'s
+confirmation exits 1 ("Aborted!"), Ctrl-C 130. Errors are turned into exit
+codes in one place, :meth:`_Cli.invoke`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
+import inspect
 import json
 import logging
 import re
 import sys
-from collections.abc import Callable, Coroutine
+import traceback
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import click
 from rich.console import Console
@@ -35,31 +53,115 @@ from rich.table import Table
 from . import migrate
 from .bulk import RepairPlan, apply_plan, check_repairable, plan_repair, scan
 from .errors import HealError
+from .heal_record import HealRecord
 from .ledger import SqlHealLedger
 from .migration_report import current_json, migration_json
 from .migration_report import history_json as db_history_json
 from .policy import HealPolicy
-from .scan_report import CallEntry, RepairReport, ScanReport, history_json
+from .scan_report import (
+    HISTORY_COLUMNS,
+    JSON_FORMAT,
+    REPAIR_COLUMNS,
+    SCAN_COLUMNS,
+    CallEntry,
+    RepairReport,
+    ScanReport,
+    format_duration,
+    history_json,
+    history_records,
+    tsv_lines,
+)
 from .store import SessionFilter, open_store
-from .store.urls import StoreUrl, parse_store_url
+from .store.urls import StoreUrl, parse_store_url, redact_url
 
-__all__ = ["main", "parse_duration"]
+__all__ = ["URL_ENV", "main", "parse_duration"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+URL_ENV = "ADK_SESSION_HEAL_URL"
+"""The environment variable read when a command's URL argument is omitted."""
+FORMATS = ("table", "tsv", "json", "jsonl")
+"""What ``--format`` takes."""
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 EXIT_NEEDS_HEALING = 1
 """``scan``: at least one dead call."""
+EXIT_BAD_INPUT = 2
+"""Bad input or environment: one line on stderr."""
 EXIT_SKIPPED = 3
 """``scan`` / ``repair``: done, but damaged or moved sessions were skipped."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT, as shells report it)."""
+_PIPED_WIDTH = 100_000
+"""Rich's width when stdout is not a terminal: wide enough that no cell is ever cut."""
 
 
 class CliError(click.ClickException):
     """A library error, shown as one line, exit code 2."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
+
+
+class _Cli(click.Group):
+    """The command group; its :meth:`invoke` is the one place errors become exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Runs the command; a library error is one line on stderr and exit 2.
+
+        With ``--debug`` the traceback is printed first. An unexpected error
+        (a bug) is named by its type only, since its text could quote a
+        password; ``--debug`` shows it whole.
+        """
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except HealError as exc:
+            if ctx.meta.get(_DEBUG):
+                traceback.print_exc(file=sys.stderr)
+            raise CliError(str(exc)) from exc
+        except Exception as exc:
+            if ctx.meta.get(_DEBUG):
+                traceback.print_exc(file=sys.stderr)
+            raise CliError(
+                f"unexpected {type(exc).__name__}: rerun with --debug to see the traceback, "
+                "and report it") from exc
+
+
+_DEBUG = "adk_session_heal.debug"
+"""``ctx.meta`` key: ``--debug`` was given (before or after the command name)."""
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--debug``: remember it for :meth:`_Cli.invoke`; log DEBUG records to stderr."""
+    if not value or ctx.meta.get(_DEBUG):
+        return
+    ctx.meta[_DEBUG] = True
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    heal_logger = logging.getLogger("adk_session_heal")
+    level = heal_logger.level
+    heal_logger.addHandler(handler)
+    heal_logger.setLevel(logging.DEBUG)
+
+    def restore() -> None:
+        heal_logger.removeHandler(handler)
+        heal_logger.setLevel(level)
+
+    ctx.call_on_close(restore)
+
+
+def _debug_option(command: F) -> F:
+    return click.option(
+        "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+        help="On an error, print the traceback too (it may quote stored data); log the "
+        "package's DEBUG records to stderr.",
+    )(command)
 
 
 def parse_duration(text: str) -> float:
@@ -83,10 +185,33 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    try:
-        return asyncio.run(coroutine)
-    except HealError as exc:
-        raise CliError(str(exc)) from exc
+    """Runs a library coroutine (its errors reach :meth:`_Cli.invoke`)."""
+    return asyncio.run(coroutine)
+
+
+def _url_argument(command: F) -> F:
+    """The URL argument every command takes: typed, or else ``ADK_SESSION_HEAL_URL``.
+
+    Also adds ``--debug``, so it works after the command name too.
+    """
+
+    @functools.wraps(command)
+    def with_url(*args: Any, url: str | None, **kwargs: Any) -> Any:
+        if not url:
+            raise CliError(f"no session database given: pass URL (e.g. "
+                           f"sqlite:///.adk/session.db) or set {URL_ENV}")
+        return command(*args, url=url, **kwargs)
+
+    with_url.__doc__ = (f"{inspect.cleandoc(command.__doc__ or '')}\n\n"
+                        f"URL omitted: {URL_ENV} is used.")
+    return _debug_option(cast(F, click.argument("url", required=False, envvar=URL_ENV)(
+        with_url)))
+
+
+def _url_in_hint(url: str) -> str:
+    """Returns ``" URL"`` (redacted) for a command hint, or ``""`` if it came from the env."""
+    source = click.get_current_context().get_parameter_source("url")
+    return "" if source is click.core.ParameterSource.ENVIRONMENT else f" {redact_url(url)}"
 
 
 def _filters(command: F) -> F:
@@ -114,8 +239,8 @@ def _older_than(command: F) -> F:
         show_default=True,
         callback=_duration,
         help="Calls of a session's newest invocation count as dead (stale) once older than "
-        "this plus --clock-skew (by their stored time). Calls superseded by a later "
-        "invocation are dead at any age.",
+        "this plus --clock-skew (by their stored time); younger ones are listed as in "
+        "flight. Calls superseded by a later invocation are dead at any age.",
     )(command)
 
 
@@ -128,17 +253,44 @@ def _timeout(command: F) -> F:
 
 
 def _json_flag(command: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON (stable format 1).")(
-        command
-    )
+    """``--json`` alone (the ``db`` commands print a line or a script, or one document)."""
+    return click.option(
+        "--json", "as_json", is_flag=True,
+        help=f"Print one JSON document (\"version\": {JSON_FORMAT}).",
+    )(command)
+
+
+def _output_format(command: F) -> F:
+    """``--format`` and ``--json``: the command receives ``output``, one of :data:`FORMATS`."""
+
+    @functools.wraps(command)
+    def with_format(*args: Any, output: str | None, as_json: bool, **kwargs: Any) -> Any:
+        if as_json and output not in (None, "json"):
+            raise click.UsageError(f"--json is --format json: it cannot go with --format {output}")
+        if as_json:
+            output = "json"
+        elif output is None:
+            output = "table" if sys.stdout.isatty() else "tsv"
+        return command(*args, output=output, **kwargs)
+
+    with_format = click.option(
+        "--json", "as_json", is_flag=True,
+        help=f"Short for --format json (a document with \"version\": {JSON_FORMAT}).",
+    )(with_format)
+    return cast(F, click.option(
+        "--format", "output", type=click.Choice(FORMATS),
+        help="table: rich tables; tsv: header + one record per line; json: one document; "
+        "jsonl: one record per line + a summary line [default: table on a terminal, "
+        "tsv otherwise].",
+    )(with_format))
 
 
 class _Bar:
-    """A rich progress bar as a :class:`~adk_session_heal.repair.ScanProgress`."""
+    """A rich progress bar task as a :class:`~adk_session_heal.bulk.ScanProgress`."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, description: str) -> None:
         self._progress = progress
-        self._task = progress.add_task("scanning sessions", total=None)
+        self._task = progress.add_task(description, total=None)
 
     def start(self, total_sessions: int) -> None:
         self._progress.update(self._task, total=total_sessions)
@@ -147,94 +299,119 @@ class _Bar:
         self._progress.advance(self._task, sessions)
 
 
-def _progress(as_json: bool) -> Progress | None:
-    if as_json or not (sys.stdout.isatty() and sys.stderr.isatty()):
-        return None
-    return Progress(
+@contextmanager
+def _progress(output: str) -> Iterator[Progress | None]:
+    """A progress display on stderr for ``table`` output on a terminal; else ``None``."""
+    if output != "table" or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        yield None
+        return
+    progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=Console(stderr=True), transient=True,
     )
-
-
-async def _with_progress(
-    as_json: bool, work: Callable[[_Bar | None], Coroutine[Any, Any, T]]
-) -> T:
-    progress = _progress(as_json)
-    if progress is None:
-        return await work(None)
     with progress:
-        return await work(_Bar(progress))
+        yield progress
 
 
-def _console() -> Console:
-    """Returns a console that prints stored text literally (no markup, no highlighting)."""
-    return Console(markup=False, highlight=False)
+def _scan_bar(progress: Progress | None) -> _Bar | None:
+    return None if progress is None else _Bar(progress, "scanning sessions")
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """Returns a console that prints stored text literally (no markup, no highlighting).
+
+    When its stream is not a terminal it is wide enough that no cell is ever
+    cut, and prints no colour.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(markup=False, highlight=False, stderr=stderr)
+    return Console(markup=False, highlight=False, stderr=stderr, width=_PIPED_WIDTH,
+                   color_system=None, soft_wrap=True)
+
+
+def _note(output: str, text: str) -> None:
+    """Prints a summary or hint: on stdout with tables, on stderr with data formats."""
+    click.echo(text, err=output != "table")
+
+
+def _print_lines(output: str, records: Iterable[dict[str, Any]], summary: dict[str, Any],
+                 columns: Sequence[str]) -> None:
+    """Prints the line formats: ``jsonl`` records then a summary line, or ``tsv``."""
+    if output == "jsonl":
+        for record in records:
+            click.echo(json.dumps({"version": JSON_FORMAT, **record}))
+        click.echo(json.dumps({"version": JSON_FORMAT, "kind": "summary", **summary}))
+    else:
+        for line in tsv_lines(records, columns):
+            click.echo(line)
 
 
 def _print_json(document: dict[str, Any]) -> None:
     click.echo(json.dumps(document, indent=2))
 
 
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _calls_table(title: str, entries: list[CallEntry], now: float) -> Table:
+def _table(title: str, columns: Sequence[str]) -> Table:
+    """A table whose cells wrap (ids fold) rather than end in an ellipsis."""
     table = Table(title=title, title_justify="left")
-    for column in ("session (app/user/id)", "call id", "tool", "invocation", "age", "status"):
-        table.add_column(column)
-    for e in entries:
-        status = e.status + (f" ({e.pending_reason})" if e.pending_reason else "")
-        table.add_row(f"{e.app_name}/{e.user_id}/{e.session_id}", e.call_id or "(none)",
-                      e.tool_name, e.invocation_id, _age(now - e.timestamp), status)
+    for column in columns:
+        table.add_column(column, overflow="fold")
     return table
 
 
-def _print_scan(console: Console, report: ScanReport) -> None:
-    console.print(
-        f"Scanned {report.sessions_scanned} sessions ({report.events_scanned} events) "
-        f"in {report.url} ({report.layout} layout)"
-    )
-    console.print(
-        f"Sessions needing healing: {report.sessions_needing_healing}; "
-        f"dead calls: {len(report.dead_calls)}"
-    )
-    now = report.scanned_at
+def _calls_table(title: str, entries: list[CallEntry], report: ScanReport,
+                 *, why: bool = False) -> Table:
+    now, dead_after = report.scanned_at, report.dead_after
+    columns = ["session (app/user/id)", "call id", "tool", "invocation", "age", "status"]
+    table = _table(title, [*columns, "why not healed"] if why else columns)
+    for e in entries:
+        status = e.status + (f" ({e.pending_reason})" if e.pending_reason else "")
+        age = format_duration(now - e.timestamp, exact=False)
+        row = [f"{e.app_name}/{e.user_id}/{e.session_id}", e.call_id or "(none)",
+               e.tool_name, e.invocation_id, age, status]
+        if why:
+            row.append(e.to_json(now, dead_after)["why"])
+        table.add_row(*row)
+    return table
+
+
+def _print_scan_tables(console: Console, report: ScanReport) -> None:
+    console.print(report.summary_line())
     if report.dead_calls:
-        console.print(_calls_table("Dead calls (healed by repair)", report.dead_calls, now))
+        console.print(_calls_table("Dead calls (healed by repair)", report.dead_calls, report))
+    if report.in_flight_calls:
+        limit = ("no age limit" if report.dead_after is None
+                 else f"dead once older than {format_duration(report.dead_after)}")
+        console.print(_calls_table(f"In-flight calls (not healed: {limit})",
+                                   report.in_flight_calls, report, why=True))
     if report.pending_calls:
-        console.print(_calls_table("Pending calls (never healed)", report.pending_calls, now))
+        console.print(_calls_table("Pending calls (never healed)", report.pending_calls, report,
+                                   why=True))
     if report.id_less_calls:
-        console.print(_calls_table("Calls without an id (never healed)", report.id_less_calls, now))
+        console.print(_calls_table("Calls without an id (never healed)", report.id_less_calls,
+                                   report))
     if report.orphaned_responses:
-        table = Table(title="Orphaned responses (never healed)", title_justify="left")
-        for column in ("session (app/user/id)", "event", "call id", "tool"):
-            table.add_column(column)
+        table = _table("Orphaned responses (never healed)",
+                       ("session (app/user/id)", "event", "call id", "tool"))
         for r in report.orphaned_responses:
             table.add_row(f"{r.app_name}/{r.user_id}/{r.session_id}", r.event_id,
                           r.call_id or "(none)", r.tool_name)
         console.print(table)
     if report.damaged_rows:
-        table = Table(title=f"Damaged rows: {report.damaged_sessions} sessions skipped whole "
-                      "(never healed)", title_justify="left")
-        for column in ("session (app/user/id)", "event", "problem"):
-            table.add_column(column)
+        table = _table(f"Damaged rows: {report.damaged_sessions} sessions skipped whole "
+                       "(never healed)", ("session (app/user/id)", "event", "problem"))
         for d in report.damaged_rows:
             table.add_row(f"{d.app_name}/{d.user_id}/{d.session_id}", d.event_id or "(unknown)",
                           d.problem)
         console.print(table)
 
 
-def _print_repair(console: Console, report: RepairReport, *, preview: bool = False) -> None:
-    _print_scan(console, report.scan)
+def _print_repair_tables(console: Console, report: RepairReport, *,
+                         preview: bool = False) -> None:
+    _print_scan_tables(console, report.scan)
     if report.heals:
-        table = Table(title="Synthetic responses", title_justify="left")
-        for column in ("session (app/user/id)", "call event", "synthetic event", "calls",
-                       "reason", "result"):
-            table.add_column(column)
+        table = _table("Synthetic responses", ("session (app/user/id)", "call event",
+                                               "synthetic event", "calls", "reason", "result"))
         for heal in report.heals:
             r = heal.record
             result = {None: "would write", True: "written", False: "already present"}
@@ -254,47 +431,43 @@ def _print_repair(console: Console, report: RepairReport, *, preview: bool = Fal
                           f"{heal.record.app_name}/{heal.record.user_id}/"
                           f"{heal.record.session_id}:")
             console.print_json(data=heal.event_data)
-        console.print(f"Dry run: synthetic events that would be written: {len(report.heals)}; "
-                      "nothing was written.")
-    else:
-        ledger = "recorded in the heal ledger" if report.ledger else "not recorded (--no-ledger)"
-        skipped = (f", {report.skipped} skipped: their session changed since the scan"
-                   if report.skipped else "")
-        if report.scan.damaged_sessions:
-            skipped += (f"; {report.scan.damaged_sessions} sessions with damaged rows "
-                        "skipped whole")
-        console.print(f"Synthetic events written: {report.healed} "
-                      f"({report.already_present} already present{skipped}); {ledger}.")
+    console.print(report.summary_line())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="adk-session-heal")
+@_debug_option
 def main() -> None:
     """Find and heal ADK sessions left with unanswered tool calls.
 
     URL is an ADK session database, as ADK takes it: sqlite:///.adk/session.db
     (ADK's SqliteSessionService), sqlite+aiosqlite:///sessions.db,
     postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db.
+    Omit it to use the ADK_SESSION_HEAL_URL environment variable.
+
+    Exit codes: 0 nothing to do or done; 1 scan found something to heal; 2 bad
+    input or environment (one line on stderr; --debug adds the traceback);
+    3 done, but some sessions were skipped; 130 interrupted.
     """
     # A repair run also logs on the package logger (a summary line, each heal at
-    # DEBUG), for services that collect logs; the CLI prints its own table, so
+    # DEBUG), for services that collect logs; the CLI prints its own output, so
     # without a configured handler those records must not fall through to
-    # Python's last-resort stderr handler.
+    # Python's last-resort stderr handler. --debug sends them to stderr.
     heal_logger = logging.getLogger("adk_session_heal")
     if not heal_logger.handlers:
         heal_logger.addHandler(logging.NullHandler())
 
 
 @main.command("scan")
-@click.argument("url")
+@_url_argument
 @_filters
 @_older_than
 @_timeout
-@_json_flag
+@_output_format
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
                  older_than: float, clock_skew: float, timeout: float | None,
-                 as_json: bool) -> None:
-    """Report dead tool calls, read-only.
+                 output: str) -> None:
+    """Report dead tool calls, and the in-flight and pending ones, read-only.
 
     Exit 0: nothing to heal; 1: something needs healing (wins over 3); 2: bad
     input or environment (one line on stderr); 3: nothing to heal, but sessions
@@ -303,22 +476,26 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     Example: adk-session-heal scan sqlite:///.adk/session.db --older-than 1h
     """
     where = SessionFilter(app_name, user_id, session_id)
-    report = _run(_with_progress(
-        as_json, lambda bar: scan(url, where=where, stale_after=older_than,
-                                  clock_skew=clock_skew, progress=bar, timeout=timeout)))
-    if as_json:
-        _print_json(report.to_json())
+    with _progress(output) as progress:
+        report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
+                           progress=_scan_bar(progress), timeout=timeout))
+    if output == "table":
+        _print_scan_tables(_console(), report)
     else:
-        _print_scan(_console(), report)
-        if report.needs_healing:
-            _console().print("Run `adk-session-heal repair URL` to heal them "
-                            "(--dry-run shows what it would write).")
+        if output == "json":
+            _print_json(report.to_json())
+        else:
+            _print_lines(output, report.records(), report.summary_json(), SCAN_COLUMNS)
+        _note(output, report.summary_line())
+    if report.needs_healing:
+        _note(output, f"Run `adk-session-heal repair{_url_in_hint(url)}` to heal them "
+              "(--dry-run shows what it would write).")
     sys.exit(EXIT_NEEDS_HEALING if report.needs_healing
              else EXIT_SKIPPED if report.damaged_rows else 0)
 
 
 @main.command("repair")
-@click.argument("url")
+@_url_argument
 @_filters
 @_older_than
 @click.option("--dry-run", is_flag=True, help="Print exactly what would be written; write nothing.")
@@ -327,15 +504,16 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1),
               help="Synthetic events per transaction.")
 @_timeout
-@_json_flag
+@_output_format
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
                    older_than: float, clock_skew: float, dry_run: bool, yes: bool,
                    no_ledger: bool, batch_size: int, timeout: float | None,
-                   as_json: bool) -> None:
+                   output: str) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
-    twice. Only inserts rows; never updates sessions.update_time.
+    twice. Only inserts rows; never updates sessions.update_time. Without
+    --yes it shows its plan and asks on the terminal (both on stderr).
 
     Exit 0: done (or nothing to do); 2: bad input or environment (one line on
     stderr); 3: done, but something was skipped: sessions with damaged rows, or
@@ -350,41 +528,50 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
                        "(or --dry-run to see what it would write)")
     if not dry_run:
         _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
-    plan: RepairPlan = _run(_with_progress(as_json, lambda bar: plan_repair(
-        url, where=where, policy=policy, progress=bar, timeout=timeout)))
+    with _progress(output) as progress:
+        plan: RepairPlan = _run(plan_repair(url, where=where, policy=policy,
+                                            progress=_scan_bar(progress), timeout=timeout))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:
-        if not yes:
-            if not plan.heals:
-                _print_scan(_console(), plan.scan)
-                _console().print("Nothing to heal.")
-                sys.exit(EXIT_SKIPPED if plan.scan.damaged_rows else 0)
-            _print_repair(_console(), RepairReport.dry(plan.scan, plan.heals), preview=True)
+        if not yes and plan.heals:
+            _print_repair_tables(_console(stderr=True), RepairReport.dry(plan.scan, plan.heals),
+                                 preview=True)
             click.confirm(f"Write these {len(plan.heals)} synthetic events into {plan.url}?",
-                          abort=True)
-        report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
-                                 timeout=timeout))
-    if as_json:
-        _print_json(report.to_json())
+                          abort=True, err=True)
+        with _progress(output) as progress:
+            on_heal: Callable[[HealRecord], object] | None = None
+            if progress is not None:
+                bar = _Bar(progress, "writing synthetic events")
+                bar.start(len(plan.heals))
+                on_heal = lambda _record: bar.advance(1)  # noqa: E731
+            report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
+                                     on_heal=on_heal, timeout=timeout))
+    if output == "table":
+        _print_repair_tables(_console(), report)
     else:
-        _print_repair(_console(), report)
+        if output == "json":
+            _print_json(report.to_json())
+        else:
+            _print_lines(output, report.records(), report.summary_json(), REPAIR_COLUMNS)
+        _note(output, report.scan.summary_line())
+        _note(output, report.summary_line())
     sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows else 0)
 
 
 @main.command("history")
-@click.argument("url")
+@_url_argument
 @_filters
 @_timeout
-@_json_flag
+@_output_format
 def history_command(url: str, app_name: str | None, user_id: str | None,
-                    session_id: str | None, timeout: float | None, as_json: bool) -> None:
+                    session_id: str | None, timeout: float | None, output: str) -> None:
     """Show what was healed, when and why (from the heal ledger).
 
     Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
     """
 
-    async def read() -> tuple[str, list[Any]]:
+    async def read() -> tuple[str, list[HealRecord]]:
         store = await open_store(url, timeout=timeout)
         await store.close()
         assert store.url is not None
@@ -396,20 +583,26 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
             await ledger.close()
 
     shown_url, records = _run(read())
-    if as_json:
-        _print_json(history_json(shown_url, records))
+    summary = f"Heals recorded in {shown_url}: {len(records)}"
+    if output != "table":
+        if output == "json":
+            _print_json(history_json(shown_url, records))
+        else:
+            _print_lines(output, history_records(records),
+                         {"command": "history", "url": shown_url,
+                          "heals_recorded": len(records)}, HISTORY_COLUMNS)
+        _note(output, summary)
         return
-    table = Table(title=f"Heals recorded in {shown_url}", title_justify="left")
-    for column in ("healed at (UTC)", "session (app/user/id)", "synthetic event", "tools",
-                   "reason", "trigger"):
-        table.add_column(column)
+    table = _table(f"Heals recorded in {shown_url}", (
+        "healed at (UTC)", "session (app/user/id)", "synthetic event", "tools", "reason",
+        "trigger"))
     for r in records:
         when = datetime.fromtimestamp(r.healed_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(when, f"{r.app_name}/{r.user_id}/{r.session_id}", r.synthetic_event_id,
                       ", ".join(r.tool_names), r.reason, r.trigger.value)
     console = _console()
     console.print(table)
-    console.print(f"Heals recorded: {len(records)}")
+    console.print(summary)
 
 
 @main.group("db")
@@ -464,7 +657,7 @@ def _print_migration(command: Literal["db upgrade", "db downgrade"], url: StoreU
 
 
 @db_group.command("upgrade")
-@click.argument("url")
+@_url_argument
 @click.option("--revision", default="head", show_default=True,
               help="Target revision (with --sql also FROM:TO, e.g. 0001:head).")
 @_sql_flag
@@ -489,6 +682,7 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 @db_group.command("downgrade")
 @click.argument("url")
 @click.argument("revision")
+@_debug_option
 @_sql_flag
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @_timeout
@@ -496,6 +690,9 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: float | None,
                  as_json: bool) -> None:
     """Downgrade the heal ledger to REVISION; "base" drops our two tables.
+
+    URL is never read from ADK_SESSION_HEAL_URL here: a command that drops
+    tables names its database.
 
     Only our tables change: base drops adk_session_heal_ledger (the record of
     past heals, lost) and the version table adk_session_heal_alembic_version.
@@ -527,7 +724,7 @@ def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: fl
 
 
 @db_group.command("current")
-@click.argument("url")
+@_url_argument
 @_timeout
 @_json_flag
 def db_current(url: str, timeout: float | None, as_json: bool) -> None:
@@ -545,11 +742,14 @@ def db_current(url: str, timeout: float | None, as_json: bool) -> None:
 
 
 @db_group.command("history")
-@click.argument("url", required=False)
+@click.argument("url", required=False, envvar=URL_ENV)
+@_debug_option
 @_timeout
 @_json_flag
 def db_history(url: str | None, timeout: float | None, as_json: bool) -> None:
     """List the heal ledger's migrations, newest first; with URL, mark the current one.
+
+    URL omitted: ADK_SESSION_HEAL_URL is used if set.
 
     Needs no database without URL; with it, read-only.
 
@@ -574,4 +774,3 @@ def demo_command() -> None:
     """Crash a real ADK run mid-tool on embedded SQLite, then heal it."""
     demo = importlib.import_module("adk_session_heal.demo")
     sys.exit(asyncio.run(demo.run_demo(Console())))
-

@@ -1,13 +1,14 @@
 """The ``db`` commands' JSON documents (``--json``), as plain dicts.
 
 Like the other JSON documents (:mod:`adk_session_heal.scan_report`), each
-carries ``"format": 1`` and its ``"command"``; fields are only ever added under
+carries ``"version": 1`` (and the same number as ``"format"``) and its
+``"command"``; fields are only ever added under
 that number. ``url`` is always redacted (no password); ``dialect`` is
 ``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``, from the URL.
 
 ``db upgrade`` and ``db downgrade``::
 
-    {"format": 1, "command": "db upgrade", "url": "<redacted>",
+    {"version": 1, "format": 1, "command": "db upgrade", "url": "<redacted>",
      "dialect": "postgresql", "target": "head", "revision": "0001",
      "head": "0001", "sql": null}
 
@@ -18,13 +19,13 @@ script leaves the database at.
 
 ``db current``::
 
-    {"format": 1, "command": "db current", "url": "<redacted>",
+    {"version": 1, "format": 1, "command": "db current", "url": "<redacted>",
      "dialect": "sqlite", "revision": null, "head": "0001", "up_to_date": false}
 
 ``db history`` (``url``, ``dialect`` and ``current`` are ``null``, and each
 revision's ``current`` too, when no URL is given)::
 
-    {"format": 1, "command": "db history", "url": null, "dialect": null,
+    {"version": 1, "format": 1, "command": "db history", "url": null, "dialect": null,
      "head": "0001", "current": null, "revisions": [REVISION, ...]}
 
     REVISION = {"id": "0001", "down_revision": null,
@@ -49,6 +50,7 @@ def migration_json(command: Literal["db upgrade", "db downgrade"], url: StoreUrl
                    sql: str | None) -> dict[str, Any]:
     """Returns the ``db upgrade --json`` / ``db downgrade --json`` document."""
     return {
+        "version": JSON_FORMAT,
         "format": JSON_FORMAT,
         "command": command,
         "url": url.redacted,
@@ -63,6 +65,7 @@ def migration_json(command: Literal["db upgrade", "db downgrade"], url: StoreUrl
 def current_json(url: StoreUrl, *, revision: str | None, head: str) -> dict[str, Any]:
     """Returns the ``db current --json`` document."""
     return {
+        "version": JSON_FORMAT,
         "format": JSON_FORMAT,
         "command": "db current",
         "url": url.redacted,
@@ -78,6 +81,7 @@ def history_json(revisions: list[Revision], *, url: StoreUrl | None,
     """Returns the ``db history --json`` document (``url=None``: no database read)."""
     known = url is not None
     return {
+        "version": JSON_FORMAT,
         "format": JSON_FORMAT,
         "command": "db history",
         "url": url.redacted if url is not None else None,

@@ -1,24 +1,36 @@
 """What a scan found and what a repair wrote, as plain data with a stable JSON form.
 
-The JSON documents (``scan --json``, ``repair --json``, ``history --json``)
-carry ``"format": 1``; fields are only ever added under that number.
+The JSON documents (``scan --json``, ``repair --json``, ``history --json``,
+``db ... --json``) carry ``"version": 1`` (and, as before, the same number as
+``"format"``); fields are only ever added under that number.
 
 ``scan``::
 
-    {"format": 1, "command": "scan", "url": "<redacted>", "layout": "database",
-     "scanned_at": 1700000000.0, "stale_after_seconds": 86400.0,
+    {"version": 1, "format": 1, "command": "scan", "url": "<redacted>",
+     "layout": "database", "scanned_at": 1700000000.0, "stale_after_seconds": 86400.0,
+     "clock_skew_seconds": 300.0,
      "sessions_scanned": 2, "events_scanned": 9, "sessions_needing_healing": 1,
      "needs_healing": true,
-     "dead_calls": [CALL, ...], "pending_calls": [CALL, ...],
+     "counts": {"dead_calls": 1, "in_flight_calls": 0, "pending_calls": 0,
+                "id_less_calls": 0, "orphaned_responses": 0, "damaged_rows": 1},
+     "dead_calls": [CALL, ...], "in_flight_calls": [CALL, ...], "pending_calls": [CALL, ...],
      "id_less_calls": [CALL, ...], "orphaned_responses": [RESPONSE, ...],
      "damaged_sessions": 1, "damaged_rows": [DAMAGED, ...]}
 
     CALL = {"app_name", "user_id", "session_id", "call_event_id", "call_id",
             "tool_name", "invocation_id", "timestamp", "age_seconds",
-            "status", "pending_reason"}
+            "status", "pending_reason", "why"}
     RESPONSE = {"app_name", "user_id", "session_id", "event_id", "call_id",
                 "tool_name"}
     DAMAGED = {"app_name", "user_id", "session_id", "event_id", "problem"}
+
+``status`` is ``superseded`` or ``stale`` (dead calls), ``in_flight``,
+``pending`` (``pending_reason``: ``long_running``,
+``awaiting_confirmation_or_credential``, ``client_call``) or ``id_less``;
+``why`` is one line saying why the call is or is not healed (for in-flight
+calls, the age at which it would be: pick ``--older-than`` from it).
+``dead_calls`` and ``in_flight_calls`` together are every unanswered call of
+a session's newest invocation or of an invocation superseded since.
 
 ``damaged_rows`` lists every stored event that could not be read (not JSON,
 truncated, not an object, NULL columns, a field of the wrong JSON type);
@@ -35,11 +47,32 @@ per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
 "written", "outcome", "event_data"}``, where ``event_data`` is exactly the stored JSON
 (``written`` is ``null`` in a dry run).
+
+``history``::
+
+    {"version": 1, "format": 1, "command": "history", "url": "<redacted>",
+     "heals": [{"app_name", "user_id", "session_id", "call_event_id",
+                "synthetic_event_id", "invocation_id", "call_ids", "tool_names",
+                "reason", "trigger", "healed_at"}, ...]}
+
+Line formats (``--format jsonl`` and ``--format tsv``) carry the same
+objects, one per line, from one place (:meth:`ScanReport.records`,
+:meth:`RepairReport.records`, :func:`history_records`): each entry of the
+lists above, with ``"kind"`` naming its list in the singular (``dead_call``,
+``in_flight_call``, ``pending_call``, ``id_less_call``, ``orphaned_response``,
+``damaged_row``, ``heal``). JSONL adds ``"version": 1`` to every line and ends
+with one ``"kind": "summary"`` line: the document without its lists (for
+``history``: ``version``, ``command``, ``url``, ``heals_recorded``). TSV starts
+with a header line (:data:`SCAN_COLUMNS`, :data:`REPAIR_COLUMNS`,
+:data:`HISTORY_COLUMNS`: the union of the records' keys, ``kind`` first; a key
+a record lacks is an empty field) and writes fields as :func:`tsv_field` says.
+Columns and keys are only ever added, at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,19 +86,78 @@ from .session_key import SessionKey
 from .store.base import DamagedRow, WriteOutcome, WriteResult
 
 __all__ = [
+    "HISTORY_COLUMNS",
     "JSON_FORMAT",
+    "REPAIR_COLUMNS",
+    "SCAN_COLUMNS",
     "CallEntry",
     "DamagedEntry",
     "HealEntry",
     "RepairReport",
     "ResponseEntry",
     "ScanReport",
+    "call_why",
+    "format_duration",
     "history_json",
+    "history_records",
     "record_json",
+    "tsv_field",
+    "tsv_lines",
 ]
 
 JSON_FORMAT = 1
 """Version of the JSON documents; bumped only for incompatible changes."""
+
+_PENDING_WHY = {
+    "long_running": "long-running tool: its answer comes later (never healed)",
+    "awaiting_confirmation_or_credential":
+        "waits for a tool confirmation or a credential (never healed)",
+    "client_call": "a call the client answers (never healed)",
+}
+
+
+def format_duration(seconds: float, *, exact: bool = True) -> str:
+    """Returns ``seconds`` in the units ``--older-than`` takes: ``45s``, ``24h5m``, ``1d2h``.
+
+    Args:
+        seconds: The duration (negative counts as 0; fractions are dropped).
+        exact: Every non-zero unit (``90061`` is ``1d1h1m1s``); ``False``: the
+            largest unit and, if not zero, the next one (``1d1h``), for ages.
+    """
+    rest = max(0, int(seconds))
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+        if parts and not exact and (len(parts) == 2 or not count):
+            break
+    return "".join(parts) or "0s"
+
+
+def call_why(status: str, pending_reason: str | None, dead_after: float | None) -> str:
+    """Returns one line saying why a reported call is (or is not) healed.
+
+    Args:
+        status: The call's :class:`~adk_session_heal.findings.CallStatus` value.
+        pending_reason: Its pending reason, for ``pending`` calls.
+        dead_after: ``--older-than`` plus ``--clock-skew`` in seconds (``None``: never stale).
+    """
+    limit = "never" if dead_after is None else format_duration(dead_after)
+    if status == CallStatus.SUPERSEDED.value:
+        return "a later invocation started: nothing will answer it"
+    if status == CallStatus.STALE.value:
+        return f"unanswered in the newest invocation for over {limit} (--older-than + --clock-skew)"
+    if status == CallStatus.IN_FLIGHT.value:
+        if dead_after is None:
+            return "newest invocation, no age limit: may still be running (never healed)"
+        return (f"newest invocation, younger than {limit} (--older-than + --clock-skew): "
+                "may still be running; healed once older")
+    if status == CallStatus.PENDING.value:
+        return _PENDING_WHY.get(pending_reason or "", f"pending: {pending_reason} (never healed)")
+    if status == CallStatus.ID_LESS.value:
+        return "no call id: no response can be paired with it (never healed)"
+    return status
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +189,15 @@ class CallEntry:
             pending_reason=finding.pending_reason.value if finding.pending_reason else None,
         )
 
-    def to_json(self, now: float) -> dict[str, Any]:
-        """Returns the entry's JSON object (``age_seconds`` relative to ``now``)."""
+    def to_json(self, now: float, dead_after: float | None = None) -> dict[str, Any]:
+        """Returns the entry's JSON object.
+
+        Args:
+            now: The scan's clock (``age_seconds`` is relative to it).
+            dead_after: The age after which a call of a newest invocation is
+                stale (``--older-than`` plus ``--clock-skew``; ``None``: never),
+                quoted in ``why``.
+        """
         return {
             "app_name": self.app_name,
             "user_id": self.user_id,
@@ -111,6 +210,7 @@ class CallEntry:
             "age_seconds": round(now - self.timestamp, 3),
             "status": self.status,
             "pending_reason": self.pending_reason,
+            "why": call_why(self.status, self.pending_reason, dead_after),
         }
 
 
@@ -165,12 +265,16 @@ class ScanReport:
         events_scanned: Events read.
         sessions_needing_healing: Sessions with at least one dead call.
         dead_calls: Superseded and stale calls (what repair heals).
+        in_flight_calls: Unanswered calls of a session's newest invocation not
+            yet older than ``stale_after`` plus ``clock_skew`` (they may still
+            be running; healed once older).
         pending_calls: Long-running calls and calls awaiting a confirmation, a
             credential or the client (never healed).
         id_less_calls: Calls without an id (never healed).
         orphaned_responses: Responses with no call (never healed).
         damaged_sessions: Sessions skipped whole because a row could not be read.
         damaged_rows: Every unreadable row of those sessions.
+        clock_skew: Seconds added to ``stale_after`` for other hosts' clocks.
     """
 
     url: str
@@ -181,16 +285,65 @@ class ScanReport:
     events_scanned: int = 0
     sessions_needing_healing: int = 0
     dead_calls: list[CallEntry] = field(default_factory=list)
+    in_flight_calls: list[CallEntry] = field(default_factory=list)
     pending_calls: list[CallEntry] = field(default_factory=list)
     id_less_calls: list[CallEntry] = field(default_factory=list)
     orphaned_responses: list[ResponseEntry] = field(default_factory=list)
     damaged_sessions: int = 0
     damaged_rows: list[DamagedEntry] = field(default_factory=list)
+    clock_skew: float = 0.0
 
     @property
     def needs_healing(self) -> bool:
         """Whether any call would be healed."""
         return bool(self.dead_calls)
+
+    @property
+    def dead_after(self) -> float | None:
+        """Age after which a newest invocation's call is stale (``None``: never)."""
+        return None if self.stale_after is None else self.stale_after + self.clock_skew
+
+    def counts(self) -> dict[str, int]:
+        """Returns how many entries each list holds (the ``counts`` JSON object)."""
+        return {
+            "dead_calls": len(self.dead_calls),
+            "in_flight_calls": len(self.in_flight_calls),
+            "pending_calls": len(self.pending_calls),
+            "id_less_calls": len(self.id_less_calls),
+            "orphaned_responses": len(self.orphaned_responses),
+            "damaged_rows": len(self.damaged_rows),
+        }
+
+    def summary_line(self) -> str:
+        """Returns the one-line summary the CLI prints (counts, never ids)."""
+        c = self.counts()
+        return (
+            f"Scanned {self.sessions_scanned} sessions ({self.events_scanned} events) in "
+            f"{self.url}: {c['dead_calls']} dead calls in {self.sessions_needing_healing} "
+            f"sessions (repair heals them), {c['in_flight_calls']} in flight, "
+            f"{c['pending_calls']} pending, {c['id_less_calls']} without an id, "
+            f"{c['orphaned_responses']} orphaned responses, {c['damaged_rows']} damaged rows "
+            f"({self.damaged_sessions} sessions skipped whole)"
+        )
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Yields one JSON object per listed entry, its list named in ``kind`` (see above)."""
+        now, dead_after = self.scanned_at, self.dead_after
+        for kind, calls in (("dead_call", self.dead_calls),
+                            ("in_flight_call", self.in_flight_calls),
+                            ("pending_call", self.pending_calls),
+                            ("id_less_call", self.id_less_calls)):
+            for call in calls:
+                yield {"kind": kind, **call.to_json(now, dead_after)}
+        for response in self.orphaned_responses:
+            yield {"kind": "orphaned_response", **response.to_json()}
+        for damaged in self.damaged_rows:
+            yield {"kind": "damaged_row", **damaged.to_json()}
+
+    def summary_json(self) -> dict[str, Any]:
+        """Returns the JSON document without its lists (the ``jsonl`` summary line)."""
+        return {key: value for key, value in self.to_json().items()
+                if not isinstance(value, list)}
 
     def add(self, key: SessionKey, events: int, findings: SessionFindings) -> None:
         """Adds one session's findings.
@@ -206,6 +359,8 @@ class ScanReport:
             if status in (CallStatus.SUPERSEDED, CallStatus.STALE):
                 self.dead_calls.append(CallEntry.of(key, finding))
                 dead = True
+            elif status is CallStatus.IN_FLIGHT:
+                self.in_flight_calls.append(CallEntry.of(key, finding))
             elif status is CallStatus.PENDING:
                 self.pending_calls.append(CallEntry.of(key, finding))
             elif status is CallStatus.ID_LESS:
@@ -234,21 +389,25 @@ class ScanReport:
 
     def to_json(self) -> dict[str, Any]:
         """Returns the scan's JSON document (see the module docstring)."""
-        now = self.scanned_at
+        now, dead_after = self.scanned_at, self.dead_after
         return {
+            "version": JSON_FORMAT,
             "format": JSON_FORMAT,
             "command": "scan",
             "url": self.url,
             "layout": self.layout,
             "scanned_at": now,
             "stale_after_seconds": self.stale_after,
+            "clock_skew_seconds": self.clock_skew,
             "sessions_scanned": self.sessions_scanned,
             "events_scanned": self.events_scanned,
             "sessions_needing_healing": self.sessions_needing_healing,
             "needs_healing": self.needs_healing,
-            "dead_calls": [c.to_json(now) for c in self.dead_calls],
-            "pending_calls": [c.to_json(now) for c in self.pending_calls],
-            "id_less_calls": [c.to_json(now) for c in self.id_less_calls],
+            "counts": self.counts(),
+            "dead_calls": [c.to_json(now, dead_after) for c in self.dead_calls],
+            "in_flight_calls": [c.to_json(now, dead_after) for c in self.in_flight_calls],
+            "pending_calls": [c.to_json(now, dead_after) for c in self.pending_calls],
+            "id_less_calls": [c.to_json(now, dead_after) for c in self.id_less_calls],
             "orphaned_responses": [r.to_json() for r in self.orphaned_responses],
             "damaged_sessions": self.damaged_sessions,
             "damaged_rows": [d.to_json() for d in self.damaged_rows],
@@ -337,6 +496,30 @@ class RepairReport:
         return (f"RepairReport(healed={self.healed}, already_present={self.already_present}, "
                 f"skipped={self.skipped}, planned={len(self.heals)}, dry_run={self.dry_run})")
 
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Yields the scan's records, then one ``heal`` record per synthetic event."""
+        yield from self.scan.records()
+        for heal in self.heals:
+            yield {"kind": "heal", **heal.to_json()}
+
+    def summary_json(self) -> dict[str, Any]:
+        """Returns the JSON document without its lists (the ``jsonl`` summary line)."""
+        return {key: value for key, value in self.to_json().items()
+                if not isinstance(value, list)}
+
+    def summary_line(self) -> str:
+        """Returns the one line saying what was (or would be) written."""
+        if self.dry_run:
+            return (f"Dry run: synthetic events that would be written: {len(self.heals)}; "
+                    "nothing was written.")
+        ledger = "recorded in the heal ledger" if self.ledger else "not recorded (--no-ledger)"
+        skipped = (f", {self.skipped} skipped: their session changed since the scan"
+                   if self.skipped else "")
+        if self.scan.damaged_sessions:
+            skipped += f"; {self.scan.damaged_sessions} sessions with damaged rows skipped whole"
+        return (f"Synthetic events written: {self.healed} "
+                f"({self.already_present} already present{skipped}); {ledger}.")
+
     def to_json(self) -> dict[str, Any]:
         """Returns the repair's JSON document (see the module docstring)."""
         document = self.scan.to_json()
@@ -374,8 +557,63 @@ def record_json(record: HealRecord, *, with_trigger: bool = True) -> dict[str, A
 def history_json(url: str, records: list[HealRecord]) -> dict[str, Any]:
     """Returns the ``history --json`` document."""
     return {
+        "version": JSON_FORMAT,
         "format": JSON_FORMAT,
         "command": "history",
         "url": url,
         "heals": [record_json(r) for r in records],
     }
+
+
+def history_records(records: Iterable[HealRecord]) -> Iterator[dict[str, Any]]:
+    """Yields one ``heal`` record per ledger row (the ``history`` JSONL/TSV rows)."""
+    for record in records:
+        yield {"kind": "heal", **record_json(record)}
+
+
+_CALL_KEYS = ("app_name", "user_id", "session_id", "call_event_id", "call_id", "tool_name",
+              "invocation_id", "timestamp", "age_seconds", "status", "pending_reason", "why")
+SCAN_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem")
+"""``scan --format tsv`` columns: every key of every ``scan`` record, ``kind`` first."""
+REPAIR_COLUMNS = (*SCAN_COLUMNS, "synthetic_event_id", "call_ids", "tool_names", "reason",
+                  "written", "outcome", "event_data")
+"""``repair --format tsv`` columns: the scan's, then the ``heal`` records' own."""
+HISTORY_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
+                   "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
+                   "trigger", "healed_at")
+"""``history --format tsv`` columns."""
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_field(value: Any) -> str:
+    """Returns one TSV field: ``null`` empty, booleans ``true``/``false``, lists
+    comma-joined, objects as compact JSON; tab, newline, CR and backslash escaped
+    as ``\\t``, ``\\n``, ``\\r``, ``\\\\``.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        text = ",".join(str(item) for item in value)
+    elif isinstance(value, dict):
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    else:
+        text = str(value)
+    return text.translate(_TSV_ESCAPES)
+
+
+def tsv_lines(records: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
+    """Yields the header line, then one line per record (a key it lacks is empty).
+
+    Raises:
+        ValueError: A record has a key that is not a column (it would be lost).
+    """
+    yield "\t".join(columns)
+    known = set(columns)
+    for record in records:
+        extra = record.keys() - known
+        if extra:
+            raise ValueError(f"record keys {sorted(extra)} have no TSV column")
+        yield "\t".join(tsv_field(record.get(column)) for column in columns)

@@ -12,12 +12,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from google.adk.events.event import Event
@@ -40,21 +41,29 @@ from stores import (
 )
 
 from adk_session_heal import demo
-from adk_session_heal.cli import main, parse_duration
+from adk_session_heal.cli import URL_ENV, _Cli, _debug_option, main, parse_duration
 from adk_session_heal.findings import classify
-from adk_session_heal.testing import ScriptedModel
+from adk_session_heal.scan_report import (
+    HISTORY_COLUMNS,
+    REPAIR_COLUMNS,
+    SCAN_COLUMNS,
+    tsv_field,
+)
+from adk_session_heal.testing import History, ScriptedModel
 
 HERE = Path(__file__).parent
 
 
-def cli(*args: str) -> Result:
-    """Runs the CLI in-process (stdin is not a terminal).
+def cli(*args: str, env: Mapping[str, str | None] | None = None) -> Result:
+    """Runs the CLI in-process (stdin and stdout are not terminals).
 
     In a thread of its own, since the CLI runs its own event loop and async
-    tests already have one.
+    tests already have one. ``ADK_SESSION_HEAL_URL`` is unset unless ``env`` sets it.
     """
+    environment = {URL_ENV: None, **(env or {})}
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(CliRunner().invoke, main, list(args), catch_exceptions=False).result()
+        return pool.submit(CliRunner().invoke, main, list(args), env=environment,
+                           catch_exceptions=False).result()
 
 
 def assert_one_line_error(result: Result, *words: str) -> None:
@@ -115,7 +124,7 @@ async def test_cli_heals_a_real_crashed_run(crashed: tuple[Store, str]) -> None:
     human = cli("scan", store.url)
     assert human.exit_code == 1 and "get_weather" in human.stdout
 
-    dry = cli("repair", store.url, "--dry-run")
+    dry = cli("repair", store.url, "--dry-run", "--format", "table")
     assert dry.exit_code == 0, dry.output
     assert "would insert event" in dry.stdout and "Tool execution was interrupted." in dry.stdout
 
@@ -383,3 +392,272 @@ async def test_repair_on_a_terminal_applies_the_plan_it_showed(tmp_path: Path) -
     said = " ".join(rest.split())  # rich wraps lines at the terminal's width
     assert "Synthetic events written: 2 (0 already present, 1 skipped: their session changed " \
         "since the scan)" in said
+
+
+# --- Output for pipes, the listing of in-flight calls, the URL from the environment, --debug.
+
+LONG_ID = "session-" + "0123456789abcdef" * 8
+"""A session id far wider than a terminal (rich cut such ids with "…" at 80 columns)."""
+ANSI = "\x1b["
+
+
+def _histories_with_a_long_id() -> dict[str, History]:
+    """crashed_histories() plus a superseded dead call in a session with a 136-character id."""
+    long = History()
+    long.user("weather in Rome?")
+    long.call("get_weather", {"city": "Rome"})
+    long.user("hello?")
+    long.text("Hi!")
+    return {**crashed_histories(), LONG_ID: long}
+
+
+@pytest.fixture
+async def filled(tmp_path: Path) -> AsyncIterator[Store]:
+    """A SQLite store built through ADK's DatabaseSessionService with every kind of finding."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, _histories_with_a_long_id())
+        yield store
+
+
+def _tsv(text: str) -> list[dict[str, str]]:
+    """Parses TSV output (header line first) into one dict per row."""
+    header, *rows = [line.split("\t") for line in text.splitlines()]
+    assert all(len(row) == len(header) for row in rows), text
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def test_piped_output_is_full_and_plain(filled: Store) -> None:
+    """Piped, scan writes TSV by default and even --format table keeps whole ids, no colour."""
+    default = cli("scan", filled.url)
+    assert default.exit_code == 1, default.output
+    assert default.stdout.splitlines()[0].split("\t") == list(SCAN_COLUMNS)
+    rows = _tsv(default.stdout)
+    assert LONG_ID in {r["session_id"] for r in rows if r["kind"] == "dead_call"}
+    table = cli("scan", filled.url, "--format", "table")
+    assert table.exit_code == 1
+    for out in (default.stdout, default.stderr, table.stdout, table.stderr):
+        assert ANSI not in out and "…" not in out
+    assert f"app/user/{LONG_ID}" in table.stdout  # one cell, not folded or cut
+
+
+def test_formats_carry_the_same_records(filled: Store) -> None:
+    """json, jsonl and tsv carry the same records with "version": 1; jsonl ends in a summary."""
+    document = json.loads(cli("scan", filled.url, "--format", "json").stdout)
+    assert document["version"] == 1 and document["format"] == 1
+    lines = [json.loads(line) for line in
+             cli("scan", filled.url, "--format", "jsonl").stdout.splitlines()]
+    assert {line["version"] for line in lines} == {1}
+    *records, summary = lines
+    assert summary["kind"] == "summary" and "dead_calls" not in summary
+    assert summary["counts"] == document["counts"] == {
+        "dead_calls": 4, "in_flight_calls": 0, "pending_calls": 1, "id_less_calls": 1,
+        "orphaned_responses": 1, "damaged_rows": 0}
+    for kind, key in (("dead_call", "dead_calls"), ("pending_call", "pending_calls"),
+                      ("orphaned_response", "orphaned_responses")):
+        listed = [{k: v for k, v in r.items() if k not in ("kind", "version", "age_seconds")}
+                  for r in records if r["kind"] == kind]
+        assert listed == [{k: v for k, v in r.items() if k != "age_seconds"}
+                          for r in document[key]]
+    rows = _tsv(cli("scan", filled.url, "--format", "tsv").stdout)
+    assert len(rows) == len(records)
+    for row, record in zip(rows, records, strict=True):
+        assert all(row[k] == tsv_field(v) for k, v in record.items()
+                   if k not in ("version", "age_seconds")), (row, record)
+
+
+def test_json_is_json_flag_and_not_with_another_format(filled: Store) -> None:
+    """--json is --format json (its summary line on stderr); asking for both json and
+    another format is a usage error."""
+    document = cli("scan", filled.url, "--json")
+    assert json.loads(document.stdout)["command"] == "scan"
+    assert document.stderr.startswith("Scanned 9 sessions")
+    clash = cli("scan", filled.url, "--json", "--format", "tsv")
+    assert clash.exit_code == 2 and "--json" in clash.stderr
+
+
+def test_in_flight_and_pending_calls_are_listed_with_age_tool_and_why(filled: Store) -> None:
+    """A newest-invocation call younger than --older-than is listed in flight, with the age
+    at which it would be healed; pending calls say why they never are; a summary counts all."""
+    patient = json.loads(cli("scan", filled.url, "--older-than", "520w", "--json").stdout)
+    (in_flight,) = patient["in_flight_calls"]
+    assert (in_flight["session_id"], in_flight["tool_name"], in_flight["status"]) == (
+        "stale", "book", "in_flight")
+    assert in_flight["age_seconds"] > 86400
+    assert "younger than 3640d5m" in in_flight["why"] and "healed once older" in in_flight["why"]
+    (pending,) = patient["pending_calls"]
+    assert pending["pending_reason"] == "long_running" and "never healed" in pending["why"]
+    assert {c["session_id"] for c in patient["dead_calls"]} == {"dead", "parallel", LONG_ID}
+
+    table = cli("scan", filled.url, "--older-than", "520w", "--format", "table")
+    said = table.stdout
+    assert "In-flight calls (not healed: dead once older than 3640d5m)" in said
+    assert "app/user/stale" in said and "book" in said and "may still be running" in said
+    assert "Pending calls (never healed)" in said and "long-running tool" in said
+    assert ("3 dead calls in 3 sessions (repair heals them), 1 in flight, 1 pending, "
+            "1 without an id, 1 orphaned responses, 0 damaged rows") in said
+
+    tsv = cli("scan", filled.url, "--older-than", "520w")
+    row = next(r for r in _tsv(tsv.stdout) if r["kind"] == "in_flight_call")
+    assert (row["session_id"], row["tool_name"], row["status"]) == ("stale", "book", "in_flight")
+    assert "1 in flight, 1 pending" in tsv.stderr  # the summary line, beside the data
+
+    hasty = json.loads(cli("scan", filled.url, "--json").stdout)
+    assert hasty["in_flight_calls"] == []
+    assert "stale" in {c["session_id"] for c in hasty["dead_calls"]}
+
+
+async def test_repair_and_history_formats(filled: Store) -> None:
+    """repair and history print TSV or JSONL records on stdout, their summaries on stderr."""
+    dry = cli("repair", filled.url, "--dry-run", "--format", "jsonl")
+    assert dry.exit_code == 0, dry.output
+    *records, summary = [json.loads(line) for line in dry.stdout.splitlines()]
+    assert summary["dry_run"] is True and summary["command"] == "repair"
+    heals = [r for r in records if r["kind"] == "heal"]
+    assert len(heals) == 4 and {h["written"] for h in heals} == {None}
+    assert "nothing was written" in dry.stderr
+
+    assert cli("db", "upgrade", filled.url).exit_code == 0
+    done = cli("repair", filled.url, "--yes", "--debug")
+    assert done.exit_code == 0, done.output
+    rows = _tsv(done.stdout)
+    assert done.stdout.splitlines()[0].split("\t") == list(REPAIR_COLUMNS)
+    written = [r for r in rows if r["kind"] == "heal"]
+    assert len(written) == 4 and {r["outcome"] for r in written} == {"written"}
+    assert all(json.loads(r["event_data"])["id"] == r["synthetic_event_id"] for r in written)
+    assert "Synthetic events written: 4" in done.stderr
+    assert "DEBUG adk_session_heal" in done.stderr  # logs: stderr only
+
+    history = cli("history", filled.url)
+    assert history.stdout.splitlines()[0].split("\t") == list(HISTORY_COLUMNS)
+    assert LONG_ID in {r["session_id"] for r in _tsv(history.stdout)}
+    assert "Heals recorded in" in history.stderr
+    *entries, total = [json.loads(line) for line in
+                       cli("history", filled.url, "--format", "jsonl").stdout.splitlines()]
+    assert total == {"version": 1, "kind": "summary", "command": "history", "url": filled.url,
+                     "heals_recorded": 4}
+    assert {e["trigger"] for e in entries} == {"repair"}
+    assert json.loads(cli("history", filled.url, "--json").stdout)["version"] == 1
+
+
+@pytest.mark.parametrize("command", [["scan"], ["repair", "--dry-run"], ["history"],
+                                     ["db", "current"], ["db", "upgrade"]])
+def test_url_from_the_environment(command: list[str], filled: Store, tmp_path: Path) -> None:
+    """Every command reads ADK_SESSION_HEAL_URL when URL is omitted; a URL given wins."""
+    if command == ["history"]:
+        assert cli("db", "upgrade", filled.url).exit_code == 0
+    from_env = cli(*command, env={URL_ENV: filled.url})
+    assert from_env.exit_code in (0, 1), from_env.output
+    assert from_env.stdout
+    elsewhere = f"sqlite+aiosqlite:///{tmp_path / 'not-there.db'}"
+    given = cli(*command, filled.url, env={URL_ENV: elsewhere})
+    assert given.exit_code in (0, 1), given.output
+    assert_one_line_error(cli(*command, env={URL_ENV: elsewhere}), "no SQLite file")
+
+
+def test_missing_url_says_what_to_do() -> None:
+    """No URL and no ADK_SESSION_HEAL_URL: one line naming both, exit 2; --help names it."""
+    for command in (["scan"], ["repair", "--yes"], ["history"], ["db", "upgrade"],
+                    ["db", "current"]):
+        assert_one_line_error(cli(*command), "pass URL", "ADK_SESSION_HEAL_URL")
+        assert "URL omitted: ADK_SESSION_HEAL_URL is used." in cli(*command[:2], "--help").stdout
+    assert_one_line_error(cli("scan", env={URL_ENV: ""}), "ADK_SESSION_HEAL_URL")
+
+
+def test_environment_url_is_masked_and_named_in_errors(filled: Store) -> None:
+    """Errors about an environment URL show it with its password as ***; hints name the
+    URL given (redacted), or none when it came from the environment, never a placeholder."""
+    secret = "postgresql+asyncpg://postgres:hunter2@127.0.0.1:1/x"
+    refused = cli("scan", env={URL_ENV: secret})
+    assert_one_line_error(refused, "cannot connect to", "postgres:***@127.0.0.1:1/x")
+
+    no_ledger = cli("repair", "--yes", env={URL_ENV: filled.url})
+    assert_one_line_error(no_ledger, f"db upgrade {filled.url}`")
+    assert "URL`" not in no_ledger.stderr
+
+    typed = cli("scan", filled.url)
+    assert f"Run `adk-session-heal repair {filled.url}` to heal them" in typed.stderr
+    from_env = cli("scan", env={URL_ENV: filled.url})
+    assert "Run `adk-session-heal repair` to heal them" in from_env.stderr
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_the_traceback(where: str, tmp_path: Path) -> None:
+    """A bad input is one line; with --debug (before or after the command) the traceback
+    comes first, and the exit code is still 2."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'missing.db'}"
+    assert_one_line_error(cli("scan", url), "no SQLite file")
+    args = ["--debug", "scan", url] if where == "before" else ["scan", url, "--debug"]
+    debug = cli(*args)
+    assert debug.exit_code == 2 and debug.stdout == ""
+    assert debug.stderr.startswith("Traceback (most recent call last):")
+    assert "UnsupportedStoreError" in debug.stderr
+    assert debug.stderr.splitlines()[-1].startswith("Error: no SQLite file")
+
+
+def test_prompt_and_plan_go_to_stderr(tmp_path: Path) -> None:
+    """On a terminal repair shows its plan and asks on stderr; piped stdout gets only TSV,
+    without colour or progress bars."""
+    import asyncio
+
+    store = Store("db_sqlite", f"sqlite+aiosqlite:///{tmp_path / 'db.db'}")
+    asyncio.run(fill(store, crashed_histories()))
+    assert cli("db", "upgrade", store.url).exit_code == 0
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "adk_session_heal", "repair", store.url],
+        stdin=follower, stdout=subprocess.PIPE, stderr=follower, cwd=HERE.parent,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    os.close(follower)
+    try:
+        asked = _read_until(leader, b"[y/N]")
+        os.write(leader, b"y\n")
+        assert child.stdout is not None
+        stdout = child.stdout.read().decode()
+        rest = _read_until(leader, b"heal ledger", timeout=10)
+    finally:
+        os.close(leader)
+        child.wait(timeout=60)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert child.returncode == 0
+    assert b"Write these 3 synthetic events" in asked and b"Synthetic responses" in asked
+    assert b"Synthetic events written: 3" in rest
+    assert stdout.splitlines()[0].split("\t") == list(REPAIR_COLUMNS)
+    assert "Write these" not in stdout and ANSI not in stdout
+    assert [r["outcome"] for r in _tsv(stdout) if r["kind"] == "heal"] == ["written"] * 3
+
+    piped = subprocess.run(
+        [sys.executable, "-m", "adk_session_heal", "scan", store.url, "--older-than", "520w"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=HERE.parent)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr.splitlines() == [
+        line for line in piped.stderr.splitlines() if line.startswith("Scanned ")]
+    assert ANSI not in piped.stdout + piped.stderr
+
+
+def test_the_one_handler_hides_unexpected_errors_unless_debug() -> None:
+    """A bug's text (which could hold a password) is not printed: one line naming its type,
+    exit 2; --debug shows the traceback; Ctrl-C exits 130."""
+
+    @click.group(cls=_Cli)
+    @_debug_option
+    def group() -> None:
+        """A group with the CLI's handler."""
+
+    @group.command()
+    def bug() -> None:
+        """Fails the way a bug would."""
+        raise ValueError("postgres:hunter2@db")
+
+    @group.command()
+    def interrupted() -> None:
+        """Stops the way Ctrl-C does."""
+        raise KeyboardInterrupt
+
+    plain = CliRunner().invoke(group, ["bug"])
+    assert_one_line_error(plain, "unexpected ValueError", "--debug")
+    debug = CliRunner().invoke(group, ["--debug", "bug"])
+    assert debug.exit_code == 2 and "Traceback" in debug.stderr
+    assert "ValueError: postgres:hunter2@db" in debug.stderr  # the user asked for it
+    stopped = CliRunner().invoke(group, ["interrupted"])
+    assert stopped.exit_code == 130 and stopped.stderr == "Interrupted.\n"

@@ -220,7 +220,7 @@ async def test_cli_scan_and_repair_over_a_redis_url(
     assert dead == {("dead", "superseded"), ("stale", "stale"), ("parallel", "superseded")}
 
     before = await keys_and_values(raw, prefix)
-    dry = cli("repair", url, "--dry-run")
+    dry = cli("repair", url, "--dry-run", "--format", "table")
     assert dry.exit_code == 0 and "would insert event" in dry.stdout
     assert await keys_and_values(raw, prefix) == before
 

@@ -56,12 +56,12 @@ def missing_ledger_message(url: object, revision: str | None) -> str:
     """Returns the one-line error for a missing or outdated ledger."""
     if revision is None:
         return (
-            f"no heal ledger in {url}: run `adk-session-heal db upgrade URL` once "
+            f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once "
             "to create it (or pass --no-ledger to repair without an audit trail)"
         )
     return (
         f"the heal ledger in {url} is at revision {revision!r}, not {LEDGER_HEAD_REVISION!r}: "
-        "run `adk-session-heal db upgrade URL`"
+        f"run `adk-session-heal db upgrade {url}`"
     )
 
 

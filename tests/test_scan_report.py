@@ -1,0 +1,95 @@
+"""The report's line formats, pure: TSV fields, columns, durations and the "why" of a call."""
+
+from __future__ import annotations
+
+import pytest
+
+from adk_session_heal.cli import parse_duration
+from adk_session_heal.scan_report import (
+    REPAIR_COLUMNS,
+    SCAN_COLUMNS,
+    CallEntry,
+    DamagedEntry,
+    ResponseEntry,
+    ScanReport,
+    call_why,
+    format_duration,
+    tsv_field,
+    tsv_lines,
+)
+
+NOW = 1_700_000_000.0
+
+
+def _call(status: str, pending_reason: str | None = None) -> CallEntry:
+    """A call entry of session s, an hour old."""
+    return CallEntry("app", "user", "s", "e1", "c1", "tool", "inv", NOW - 3600, status,
+                     pending_reason)
+
+
+def _report() -> ScanReport:
+    """A report holding one entry of each list."""
+    report = ScanReport("sqlite:///x.db", "database", NOW, 86400.0, clock_skew=300.0)
+    report.dead_calls.append(_call("superseded"))
+    report.in_flight_calls.append(_call("in_flight"))
+    report.pending_calls.append(_call("pending", "long_running"))
+    report.id_less_calls.append(_call("id_less"))
+    report.orphaned_responses.append(ResponseEntry("app", "user", "s", "e2", "c9", "tool"))
+    report.damaged_rows.append(DamagedEntry("app", "user", "t", None, "not JSON"))
+    report.damaged_sessions = 1
+    return report
+
+
+def test_tsv_field_escapes_and_flattens() -> None:
+    """null is empty, booleans lower case, lists comma-joined, objects compact JSON,
+    and tab, newline, CR and backslash escaped so one record stays one line."""
+    assert [tsv_field(v) for v in (None, True, False, 1.5, ["a", "b"], {"k": [1]})] == [
+        "", "true", "false", "1.5", "a,b", '{"k":[1]}']
+    assert tsv_field("a\tb\nc\rd\\e") == "a\\tb\\nc\\rd\\\\e"
+
+
+def test_every_record_key_has_a_column() -> None:
+    """Every key of every scan record is a TSV column, so no field is lost; kind comes first."""
+    report = _report()
+    records = list(report.records())
+    assert [r["kind"] for r in records] == ["dead_call", "in_flight_call", "pending_call",
+                                            "id_less_call", "orphaned_response", "damaged_row"]
+    assert {key for r in records for key in r} == set(SCAN_COLUMNS)
+    assert SCAN_COLUMNS[0] == "kind" and REPAIR_COLUMNS[:len(SCAN_COLUMNS)] == SCAN_COLUMNS
+    header, *lines = tsv_lines(records, SCAN_COLUMNS)
+    assert header.split("\t") == list(SCAN_COLUMNS) and len(lines) == len(records)
+    with pytest.raises(ValueError, match="no TSV column"):
+        list(tsv_lines([{"kind": "x", "surprise": 1}], SCAN_COLUMNS))
+
+
+def test_records_are_the_json_lists_entries() -> None:
+    """The line records are the JSON document's list entries, plus their kind."""
+    report = _report()
+    document = report.to_json()
+    by_kind = {r["kind"]: {k: v for k, v in r.items() if k != "kind"} for r in report.records()}
+    assert by_kind["in_flight_call"] == document["in_flight_calls"][0]
+    assert by_kind["damaged_row"] == document["damaged_rows"][0]
+    assert document["version"] == 1 and document["counts"]["in_flight_calls"] == 1
+    assert "in_flight_calls" not in report.summary_json()
+    assert "1 in flight, 1 pending" in report.summary_line()
+
+
+def test_why_each_call_is_or_is_not_healed() -> None:
+    """Each status gets one line; an in-flight call names the age at which it would be dead."""
+    dead_after = 86400.0 + 300.0
+    assert "later invocation" in call_why("superseded", None, dead_after)
+    assert "1d5m" in call_why("stale", None, dead_after)
+    assert "younger than 1d5m" in call_why("in_flight", None, dead_after)
+    assert "never healed" in call_why("in_flight", None, None)
+    assert "confirmation" in call_why("pending", "awaiting_confirmation_or_credential", None)
+    assert "no call id" in call_why("id_less", None, None)
+
+
+def test_format_duration_reads_back_as_a_duration() -> None:
+    """Durations print in --older-than's units: exactly, or (ages) the two largest in a row."""
+    samples = (0, 45, 90, 86400 + 300, 90061, 3 * 3600 + 6)
+    assert [format_duration(s) for s in samples] == [
+        "0s", "45s", "1m30s", "1d5m", "1d1h1m1s", "3h6s"]
+    assert [format_duration(s, exact=False) for s in samples] == [
+        "0s", "45s", "1m30s", "1d", "1d1h", "3h"]
+    assert all(parse_duration(format_duration(s)) == s for s in samples)

@@ -23,7 +23,7 @@ from adk_session_heal.errors import HealWriteError
 from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.findings import CallStatus, classify
 from adk_session_heal.heal_record import HealRecord, HealTrigger
-from adk_session_heal.policy import HealPolicy
+from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
 from adk_session_heal.service import HealingSessionService
 from adk_session_heal.testing import History
 
@@ -92,7 +92,7 @@ async def test_get_session_heals_a_superseded_call_in_storage(
     assert heal.author == history.events[1].author
     assert heal.invocation_id == history.events[1].invocation_id
     assert [(r.id, r.name, r.response) for r in heal.get_function_responses()] == [
-        ("call-1", "get_weather", {"error": "Tool execution was interrupted."})
+        ("call-1", "get_weather", dict(DEFAULT_PAYLOAD))
     ]
     assert heal.custom_metadata is not None
     assert heal.custom_metadata[HEAL_METADATA_KEY]["reason"] == "superseded"

@@ -7,6 +7,7 @@ own ``McpToolset``); nothing here is mocked.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -115,3 +116,21 @@ def test_effect_from_annotations_follows_the_mcp_hints(annotations: object,
                                                        effect: ToolEffect) -> None:
     """The MCP SDK's annotations (either spelling) or their wire dict map as the spec reads."""
     assert effect_from_annotations(annotations) is effect
+
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def side_effects_blocks() -> list[str]:
+    """The Python blocks of README's "Side effects and retries" section."""
+    section = README.read_text().split("\n## Side effects and retries\n", 1)[1].split("\n## ")[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["declared", "mcp"])
+def test_the_readme_s_side_effects_blocks_run(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's examples run as shown, from a checkout (the MCP one starts the tests' server)."""
+    blocks = side_effects_blocks()
+    assert len(blocks) == 2
+    monkeypatch.chdir(README.parent)
+    exec(compile(blocks[index], f"README.md block {index}", "exec"), {"__name__": "readme"})

@@ -388,3 +388,33 @@ def test_a_dead_sibling_of_a_call_answered_after_a_text_keeps_stored_order_valid
     assert [e.id for e in healed].index(events[2].id) + 1 == [e.id for e in healed].index(
         f"{events[1].id}-heal")
     assert provider_problems(healed, "anthropic") == []
+
+
+EFFECTS = HealPolicy(tool_effects={"tool0": ToolEffect.READ_ONLY, "tool1": ToolEffect.IDEMPOTENT,
+                                   "tool2": ToolEffect.SIDE_EFFECT})
+"""Effects for the property histories' tool names (tool3 and later stay unknown)."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(OPS)
+def test_effects_change_only_the_payloads_and_the_marker(ops: list) -> None:
+    """With declared effects every heal part is worded for its own tool, the marker lists the
+    effects, and ids, placement, order and every provider's verdict are those of a default
+    heal."""
+    from adk_session_heal.validators import PROVIDERS, provider_problems
+
+    events = build(ops).events
+    plain, declared = heal(events), heal(events, policy=EFFECTS)
+    assert [(e.id, e.timestamp, e.author, e.invocation_id) for e in declared] == [
+        (e.id, e.timestamp, e.author, e.invocation_id) for e in plain]
+    for event in declared:
+        marker = (event.custom_metadata or {}).get(HEAL_METADATA_KEY)
+        if not marker or marker.get("healed_at") != NOW:
+            continue
+        responses = event.get_function_responses()
+        assert [r.response for r in responses] == [
+            effect_payload(EFFECTS.effect_of(r.name or "")) for r in responses]
+        assert marker["effects"] == [EFFECTS.effect_of(r.name or "").value for r in responses]
+        assert marker["outcomes"] == ["unknown"] * len(responses)
+    for provider in PROVIDERS:
+        assert provider_problems(declared, provider) == provider_problems(plain, provider)  # type: ignore[arg-type]

@@ -26,11 +26,12 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
     from .heal_record import HealRecord
     from .ledger import SqlHealLedger
     from .plugin import ContextWindow, ToolAwareContextFilterPlugin
-    from .policy import HealPolicy
+    from .policy import HealPolicy, ToolEffect
     from .scan_report import RepairReport, ScanReport
     from .service import HealingSessionService
     from .session_key import SessionKey
     from .store import SessionFilter
+    from .tool_effects import tool_effects_from
     from .validators import Problem, provider_problems, validate
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "SqlHealLedger",
     "StoreError",
     "ToolAwareContextFilterPlugin",
+    "ToolEffect",
     "apply_plan",
     "classify",
     "plan_repair",
@@ -58,6 +60,7 @@ __all__ = [
     "register_healing_session_services",
     "repair",
     "scan",
+    "tool_effects_from",
     "validate",
 ]
 
@@ -123,6 +126,7 @@ _PUBLIC = {
     "SqlHealLedger": "ledger",
     "StoreError": "errors",
     "ToolAwareContextFilterPlugin": "plugin",
+    "ToolEffect": "policy",
     "apply_plan": "bulk",
     "classify": "findings",
     "plan_repair": "bulk",
@@ -130,6 +134,7 @@ _PUBLIC = {
     "register_healing_session_services": "adk_services",
     "repair": "bulk",
     "scan": "bulk",
+    "tool_effects_from": "tool_effects",
     "validate": "validators",
 }
 """The submodule of each public name: imported on the name's first use, so importing

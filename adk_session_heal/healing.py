@@ -8,12 +8,15 @@ placement, what is copied from the call) and builds here, so they write the
 same rows:
 
 * **content**: role ``user``, one ``function_response`` part per dead call,
-  with the call's id and name and the policy's payload. Author, branch,
+  with the call's id and name and the policy's payload: by default an
+  ``error`` worded for the call's own tool's effect, ``outcome`` and
+  ``safe_to_retry`` (:func:`~adk_session_heal.policy.effect_payload`). Author, branch,
   invocation, isolation scope and node path are the call event's: ADK shows an
   event authored by anyone else to the model as another agent's message, and
   the call would be dropped again.
 * **marker**: ``custom_metadata["adk_session_heal"]`` says it is synthetic,
-  why, when, and which call event and calls it answers.
+  why, when, which call event and calls it answers, and each call's tool
+  effect and outcome.
 * **error code**: ``INVOCATION_ABORTED``, as ADK's own abort seal (2.11+): ADK
   2.x then closes the crashed invocation's task scopes and never replays the
   call.
@@ -36,7 +39,7 @@ from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
 from .findings import SessionFindings
 from .heal_plan import HEAL_ID_SUFFIX, HealPlan, heal_event_id, plan_heals
 from .heal_record import HealRecord, HealTrigger
-from .policy import HealPolicy
+from .policy import CallOutcome, HealPolicy
 from .session_key import SessionKey
 
 __all__ = [
@@ -62,11 +65,27 @@ HEAL_ERROR_MESSAGE = "The tool call was interrupted before it returned (adk-sess
 """The ``error_message`` of a heal, beside ADK's abort ``error_code``."""
 
 MARKER_VERSION = 1
-"""Version of the ``custom_metadata["adk_session_heal"]`` marker layout."""
+"""Version of the ``custom_metadata["adk_session_heal"]`` marker layout.
+
+Keys are only ever added within a version (``effects`` and ``outcomes`` were),
+so a reader ignores the keys it does not know.
+"""
 
 
-def build_marker(plan: HealPlan, *, healed_at: float) -> dict[str, Any]:
-    """Returns the ``custom_metadata["adk_session_heal"]`` value of a heal."""
+def build_marker(
+    plan: HealPlan, *, healed_at: float, policy: HealPolicy | None = None
+) -> dict[str, Any]:
+    """Returns the ``custom_metadata["adk_session_heal"]`` value of a heal.
+
+    Args:
+        plan: The planned heal.
+        healed_at: When the heal is written (POSIX seconds).
+        policy: Supplies each tool's effect (every tool ``unknown`` without one).
+
+    Returns:
+        A new dict; ``effects`` and ``outcomes`` run parallel to ``call_ids``.
+    """
+    policy = policy or HealPolicy()
     return {
         "synthetic": True,
         "version": MARKER_VERSION,
@@ -75,6 +94,8 @@ def build_marker(plan: HealPlan, *, healed_at: float) -> dict[str, Any]:
         "call_event_id": plan.call_event_id,
         "call_ids": list(plan.call_ids),
         "tool_names": list(plan.tool_names),
+        "effects": [policy.effect_of(name).value for name in plan.tool_names],
+        "outcomes": [CallOutcome.UNKNOWN.value for _ in plan.calls],
     }
 
 
@@ -113,7 +134,9 @@ def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> 
                 for call in plan.calls
             ],
         },
-        "custom_metadata": {HEAL_METADATA_KEY: build_marker(plan, healed_at=healed_at)},
+        "custom_metadata": {
+            HEAL_METADATA_KEY: build_marker(plan, healed_at=healed_at, policy=policy)
+        },
         "error_code": INVOCATION_ABORTED,
         "error_message": HEAL_ERROR_MESSAGE,
     }

@@ -1,22 +1,115 @@
-"""HealPolicy: what gets healed, with what payload, and how failures are handled."""
+"""HealPolicy: what gets healed, with what payload, and how failures are handled.
+
+What a heal tells the model depends on what the dead call's tool does
+(:class:`ToolEffect`), because "interrupted" invites a retry, and retrying
+``charge_card`` may charge the card twice. Without a record of whether the
+tool ran, every dead call's outcome is ``unknown`` (:class:`CallOutcome`), so
+a retry is called safe only for tools declared ``read_only`` or
+``idempotent``; a tool of unknown effect is treated as one with side effects.
+"""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 __all__ = [
     "DEFAULT_CLOCK_SKEW",
     "DEFAULT_PAYLOAD",
+    "RETRY_SAFE_ERRORS",
+    "UNSAFE_RETRY_ERROR",
+    "CallOutcome",
     "DeadCall",
     "HealPolicy",
     "Payload",
+    "ToolEffect",
+    "effect_payload",
 ]
 
-DEFAULT_PAYLOAD: Mapping[str, Any] = {"error": "Tool execution was interrupted."}
-"""The response a healed call gets unless the policy says otherwise."""
+
+class ToolEffect(str, enum.Enum):
+    """What running a tool does to the world, as far as a retry is concerned.
+
+    MCP tool annotations map onto it (:func:`~adk_session_heal.tool_effects.tool_effects_from`):
+    ``readOnlyHint`` true is ``READ_ONLY``; otherwise ``idempotentHint`` true is
+    ``IDEMPOTENT``; otherwise ``SIDE_EFFECT``.
+    """
+
+    READ_ONLY = "read_only"
+    """Only reads (``get_weather``): running it again changes nothing."""
+    IDEMPOTENT = "idempotent"
+    """Changes something, but running it again with the same arguments has no further effect."""
+    SIDE_EFFECT = "side_effect"
+    """Each run changes something (``charge_card``): a blind retry may do it twice."""
+    UNKNOWN = "unknown"
+    """Not declared (the default); treated as ``SIDE_EFFECT``."""
+
+    @property
+    def safe_to_retry(self) -> bool:
+        """Whether repeating a call whose outcome is unknown is harmless."""
+        return self in (ToolEffect.READ_ONLY, ToolEffect.IDEMPOTENT)
+
+
+class CallOutcome(str, enum.Enum):
+    """What is known of a dead call's run.
+
+    Only ``UNKNOWN`` today: nothing records whether a tool started or finished
+    before the process died, so a dead call may have done its work or not.
+    """
+
+    UNKNOWN = "unknown"
+    """The call may not have started, may have failed, or may have completed."""
+
+
+RETRY_SAFE_ERRORS: Mapping[ToolEffect, str] = {
+    ToolEffect.READ_ONLY: (
+        "Tool execution was interrupted before it returned; it has no side effects, "
+        "so it is safe to retry."
+    ),
+    ToolEffect.IDEMPOTENT: (
+        "Tool execution was interrupted before it returned; repeating it has no further "
+        "effect, so it is safe to retry."
+    ),
+}
+"""The ``error`` a heal of a read-only or idempotent tool's call carries."""
+
+UNSAFE_RETRY_ERROR = (
+    "Tool execution was interrupted; it may have completed. Check the system before "
+    "retrying; do not repeat it blindly."
+)
+"""The ``error`` a heal of a call with side effects, or of unknown effect, carries."""
+
+
+def effect_payload(
+    effect: ToolEffect = ToolEffect.UNKNOWN, outcome: CallOutcome = CallOutcome.UNKNOWN
+) -> dict[str, Any]:
+    """Returns the default synthetic response for a dead call of a tool with ``effect``.
+
+    ``{"error": <wording for the effect>, "outcome": "unknown", "safe_to_retry": <bool>}``;
+    ``safe_to_retry`` is true only for ``read_only`` and ``idempotent`` tools.
+    A payload function can start from it (``{**effect_payload(call.effect), ...}``).
+
+    Args:
+        effect: What the tool does (``UNKNOWN`` is worded as ``SIDE_EFFECT``).
+        outcome: What is known of the run (only ``UNKNOWN`` today).
+
+    Returns:
+        A new dict.
+    """
+    effect = ToolEffect(effect)
+    return {
+        "error": RETRY_SAFE_ERRORS.get(effect, UNSAFE_RETRY_ERROR),
+        "outcome": CallOutcome(outcome).value,
+        "safe_to_retry": effect.safe_to_retry,
+    }
+
+
+DEFAULT_PAYLOAD: Mapping[str, Any] = effect_payload(ToolEffect.UNKNOWN)
+"""The response a healed call of an undeclared tool gets unless the policy says otherwise:
+``{"error": UNSAFE_RETRY_ERROR, "outcome": "unknown", "safe_to_retry": False}``."""
 
 DEFAULT_CLOCK_SKEW = 300.0
 """How far apart (seconds) the clocks of two hosts sharing a session may be: 5 minutes.
@@ -36,11 +129,16 @@ class DeadCall:
         call_id: The function call id.
         name: The function name (the synthetic response carries the same name).
         reason: ``"superseded"`` or ``"stale"``.
+        effect: What the tool does, as the policy declares it: filled in by
+            :meth:`HealPolicy.payload_for` before a payload function sees the
+            call (``UNKNOWN`` in a :class:`~adk_session_heal.heal_plan.HealPlan`,
+            which knows no policy).
     """
 
     call_id: str
     name: str
     reason: str
+    effect: ToolEffect = ToolEffect.UNKNOWN
 
 
 Payload = Mapping[str, Any] | Callable[[DeadCall], Mapping[str, Any]]
@@ -68,8 +166,18 @@ class HealPolicy:
             healed. Set it above your slowest tool's run time. A call is
             stale only once ``now - call time > stale_after + clock_skew``.
         payload: The synthetic response: a dict, or a function of the
-            :class:`DeadCall` returning one. Defaults to
-            ``{"error": "Tool execution was interrupted."}``.
+            :class:`DeadCall` (its ``effect`` filled in) returning one, used
+            as given for every call. ``None`` (the default) answers each call
+            with :func:`effect_payload` of its tool's effect: an ``error``
+            worded for that effect, ``"outcome": "unknown"`` and
+            ``safe_to_retry`` (true only for ``read_only`` and ``idempotent``
+            tools).
+        tool_effects: What each tool does, by the function name the model
+            calls: ``{"get_weather": ToolEffect.READ_ONLY, "charge_card":
+            ToolEffect.SIDE_EFFECT}`` (values may be the enum's strings).
+            Tools not listed are ``UNKNOWN``, treated as ``SIDE_EFFECT``.
+            :func:`~adk_session_heal.tool_effects.tool_effects_from` reads
+            them from MCP tool annotations.
         heal_on_get: Heal in ``get_session`` (default ``True``).
         heal_on_append: Heal when the first event of a new invocation is
             appended (default ``True``): the model sees the failed tool in that
@@ -95,14 +203,17 @@ class HealPolicy:
     """
 
     stale_after: float | timedelta | None = None
-    payload: Payload = field(default_factory=lambda: dict(DEFAULT_PAYLOAD))
+    payload: Payload | None = None
     heal_on_get: bool = True
     heal_on_append: bool = True
     quiet_after: float = 60.0
     raise_errors: bool = False
     clock_skew: float | timedelta = DEFAULT_CLOCK_SKEW
+    tool_effects: Mapping[str, ToolEffect] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        effects = {str(name): ToolEffect(effect) for name, effect in self.tool_effects.items()}
+        object.__setattr__(self, "tool_effects", effects)
         _seconds(self.stale_after, "stale_after")
         _seconds(self.clock_skew, "clock_skew")
         if self.quiet_after < 0:
@@ -131,8 +242,24 @@ class HealPolicy:
         """
         return now - newest >= self.quiet_after + self.clock_skew_seconds
 
+    def effect_of(self, name: str) -> ToolEffect:
+        """Returns the declared effect of the tool called ``name`` (``UNKNOWN`` if undeclared)."""
+        return self.tool_effects.get(name, ToolEffect.UNKNOWN)
+
     def payload_for(self, call: DeadCall) -> dict[str, Any]:
-        """Returns the synthetic response for one dead call (a fresh dict)."""
+        """Returns the synthetic response for one dead call (a fresh dict).
+
+        Args:
+            call: The dead call; its ``effect`` is replaced by the policy's.
+
+        Returns:
+            The policy's ``payload`` (given the call with its effect when a
+            function), or :func:`effect_payload` of the call's effect.
+        """
+        effect = self.effect_of(call.name)
         payload = self.payload
-        value = payload(call) if callable(payload) else payload
-        return dict(value)
+        if payload is None:
+            return effect_payload(effect)
+        if callable(payload):
+            return dict(payload(replace(call, effect=effect)))
+        return dict(payload)

@@ -36,6 +36,7 @@ from adk_session_heal.demo import (
     weather_agent,
 )
 from adk_session_heal.heal_record import HealRecord
+from adk_session_heal.policy import DEFAULT_PAYLOAD
 from adk_session_heal.service import HealingSessionService
 
 
@@ -75,7 +76,7 @@ async def crash_and_resume(db_url: str) -> bool:
             if part.function_response is not None
         ]
         print(f"   the model's request held: {seen}")
-        return code == CRASH_EXIT_CODE and seen == [{"error": "Tool execution was interrupted."}]
+        return code == CRASH_EXIT_CODE and seen == [dict(DEFAULT_PAYLOAD)]
     finally:
         await inner.close()
 

@@ -36,6 +36,7 @@ from servers import temporary_database
 
 from adk_session_heal.demo import CRASH_ENV, CRASH_EXIT_CODE
 from adk_session_heal.event_access import HEAL_METADATA_KEY
+from adk_session_heal.policy import DEFAULT_PAYLOAD
 from adk_session_heal.testing import ScriptedModel
 
 EXAMPLE_AGENT = Path(__file__).resolve().parents[1] / "examples" / "adk_web_agent"
@@ -231,9 +232,7 @@ async def crash_and_resume(
     healed = after[call_index + 1]
     [response_part] = parts(healed)
     assert response_part["functionResponse"]["id"] == call["id"]
-    assert response_part["functionResponse"]["response"] == {
-        "error": "Tool execution was interrupted."
-    }
+    assert response_part["functionResponse"]["response"] == dict(DEFAULT_PAYLOAD)
     assert healed["customMetadata"][HEAL_METADATA_KEY]["synthetic"] is True
     assert healed["customMetadata"][HEAL_METADATA_KEY]["reason"] == "superseded"
     assert [parts(e)[0].get("text") for e in after[call_index + 2:]] == [
@@ -251,7 +250,7 @@ async def crash_and_resume(
     ]
     assert shown == [
         ("call", "get_weather"),
-        ("response", "get_weather", {"error": "Tool execution was interrupted."}),
+        ("response", "get_weather", dict(DEFAULT_PAYLOAD)),
     ]
 
     # A plain ADK service (another process's view) reads the healed history.

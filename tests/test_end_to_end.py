@@ -14,6 +14,7 @@ from test_service import store_crashed, synthetic
 
 from adk_session_heal.demo import APP_NAME, CRASH_EXIT_CODE, USER_ID, spawn_crash
 from adk_session_heal.findings import CallStatus, classify
+from adk_session_heal.policy import DEFAULT_PAYLOAD
 from adk_session_heal.testing import History
 
 TESTS = Path(__file__).parent
@@ -60,7 +61,7 @@ async def test_fresh_process_resume_heals_and_model_sees_the_failure(tmp_path: P
 
     assert report["heals"] == 1
     assert report["request_calls"] == ["get_weather"]
-    assert report["request_responses"] == [{"error": "Tool execution was interrupted."}]
+    assert report["request_responses"] == [dict(DEFAULT_PAYLOAD)]
     shape = [(e["author"], e["synthetic"], e["calls"]) for e in report["events"]]
     assert shape == [
         ("user", False, []),

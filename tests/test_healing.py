@@ -18,7 +18,14 @@ from adk_session_heal.healing import (
     heal_event_id,
     plan_heals,
 )
-from adk_session_heal.policy import DEFAULT_PAYLOAD, DeadCall, HealPolicy
+from adk_session_heal.policy import (
+    DEFAULT_PAYLOAD,
+    UNSAFE_RETRY_ERROR,
+    DeadCall,
+    HealPolicy,
+    ToolEffect,
+    effect_payload,
+)
 from adk_session_heal.testing import History
 
 NOW = 1_700_010_000.0
@@ -51,7 +58,12 @@ def test_one_heal_per_call_event_covers_all_its_dead_calls() -> None:
         ("call-1", "flights", dict(DEFAULT_PAYLOAD)),
         ("call-2", "hotels", dict(DEFAULT_PAYLOAD)),
     ]
-    assert DEFAULT_PAYLOAD == {"error": "Tool execution was interrupted."}
+    assert DEFAULT_PAYLOAD == {
+        "error": "Tool execution was interrupted; it may have completed. Check the system "
+                 "before retrying; do not repeat it blindly.",
+        "outcome": "unknown",
+        "safe_to_retry": False,
+    }
 
 
 def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None:
@@ -72,6 +84,8 @@ def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None
             "call_event_id": call_event.id,
             "call_ids": ["call-1", "call-2"],
             "tool_names": ["flights", "hotels"],
+            "effects": ["unknown", "unknown"],
+            "outcomes": ["unknown", "unknown"],
         }
     }
 
@@ -146,6 +160,91 @@ def test_payload_can_depend_on_the_call() -> None:
     assert policy.payload_for(DeadCall("c", "flights", "superseded")) == {
         "error": "flights died (superseded)"
     }
+
+
+SAFE_READ = ("Tool execution was interrupted before it returned; it has no side effects, "
+             "so it is safe to retry.")
+SAFE_REPEAT = ("Tool execution was interrupted before it returned; repeating it has no further "
+               "effect, so it is safe to retry.")
+UNSAFE = ("Tool execution was interrupted; it may have completed. Check the system before "
+          "retrying; do not repeat it blindly.")
+
+
+@pytest.mark.parametrize(("effect", "error", "safe"), [
+    (ToolEffect.READ_ONLY, SAFE_READ, True),
+    (ToolEffect.IDEMPOTENT, SAFE_REPEAT, True),
+    (ToolEffect.SIDE_EFFECT, UNSAFE, False),
+    (ToolEffect.UNKNOWN, UNSAFE, False),
+])
+def test_each_effect_gets_its_own_wording_and_retry_verdict(effect: ToolEffect, error: str,
+                                                            safe: bool) -> None:
+    """The model is told a retry is safe only for read-only and idempotent tools; the outcome
+    of a dead call is unknown without a ledger."""
+    policy = HealPolicy(tool_effects={"tool": effect})
+    assert policy.payload_for(DeadCall("c", "tool", "superseded")) == {
+        "error": error, "outcome": "unknown", "safe_to_retry": safe}
+    assert effect_payload(effect) == policy.payload_for(DeadCall("c", "tool", "superseded"))
+    assert UNSAFE == UNSAFE_RETRY_ERROR
+
+
+def test_an_undeclared_tool_is_unknown_and_worded_as_having_side_effects() -> None:
+    """With no declaration (or another tool's only) a call gets the cautious default payload."""
+    call = DeadCall("c", "charge_card", "superseded")
+    assert HealPolicy().effect_of("charge_card") is ToolEffect.UNKNOWN
+    assert HealPolicy().payload_for(call) == dict(DEFAULT_PAYLOAD)
+    declared = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY})
+    assert declared.payload_for(call) == {"error": UNSAFE, "outcome": "unknown",
+                                          "safe_to_retry": False}
+
+
+def test_tool_effects_accept_the_enum_s_strings_and_reject_others() -> None:
+    """Declarations from config files (plain strings) work; a typo fails at construction."""
+    policy = HealPolicy(tool_effects={"get_weather": "read_only", "refund": "idempotent"})
+    assert policy.tool_effects == {"get_weather": ToolEffect.READ_ONLY,
+                                   "refund": ToolEffect.IDEMPOTENT}
+    with pytest.raises(ValueError, match="readonly"):
+        HealPolicy(tool_effects={"get_weather": "readonly"})
+
+
+def test_a_payload_function_sees_the_declared_effect_and_a_fixed_payload_is_kept() -> None:
+    """Custom payloads still win as given; a function gets the call with its tool's effect."""
+    effects = {"charge_card": ToolEffect.SIDE_EFFECT}
+    call = DeadCall("c", "charge_card", "stale")
+    custom = HealPolicy(tool_effects=effects,
+                        payload=lambda c: {**effect_payload(c.effect), "tool": c.name})
+    assert custom.payload_for(call) == {"error": UNSAFE, "outcome": "unknown",
+                                        "safe_to_retry": False, "tool": "charge_card"}
+    seen: list[DeadCall] = []
+    HealPolicy(tool_effects=effects, payload=lambda c: seen.append(c) or {}).payload_for(call)
+    assert seen == [DeadCall("c", "charge_card", "stale", ToolEffect.SIDE_EFFECT)]
+    fixed = HealPolicy(tool_effects=effects, payload={"error": "lost"})
+    assert fixed.payload_for(call) == {"error": "lost"}
+
+
+def test_mixed_call_event_gets_one_heal_with_each_tool_s_own_wording() -> None:
+    """Parallel dead calls of tools with different effects: one event, one part each, each
+    worded for its own tool; the marker records every call's effect and outcome."""
+    h = History()
+    h.user("weather in Rome, then book and pay")
+    h.calls("get_weather", "book_room", "charge_card", "mystery")
+    h.user("hello?")
+    policy = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY,
+                                      "book_room": ToolEffect.IDEMPOTENT,
+                                      "charge_card": ToolEffect.SIDE_EFFECT})
+    (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
+    event = build_heal_event(plan, policy, healed_at=NOW)
+    assert [(r.name, r.response) for r in event.get_function_responses()] == [
+        ("get_weather", {"error": SAFE_READ, "outcome": "unknown", "safe_to_retry": True}),
+        ("book_room", {"error": SAFE_REPEAT, "outcome": "unknown", "safe_to_retry": True}),
+        ("charge_card", {"error": UNSAFE, "outcome": "unknown", "safe_to_retry": False}),
+        ("mystery", {"error": UNSAFE, "outcome": "unknown", "safe_to_retry": False}),
+    ]
+    marker = (event.custom_metadata or {})[HEAL_METADATA_KEY]
+    assert marker["effects"] == ["read_only", "idempotent", "side_effect", "unknown"]
+    assert marker["outcomes"] == ["unknown"] * 4
+    assert marker["version"] == 1
+    assert plan == plan_heals(h.events, classify(h.events, now=NOW), **KEY)[0]
+    assert event.id == f"{h.events[1].id}{HEAL_ID_SUFFIX}"
 
 
 def test_existing_heal_of_the_same_call_event_gets_a_new_id() -> None:
@@ -289,3 +388,33 @@ def test_a_dead_sibling_of_a_call_answered_after_a_text_keeps_stored_order_valid
     assert [e.id for e in healed].index(events[2].id) + 1 == [e.id for e in healed].index(
         f"{events[1].id}-heal")
     assert provider_problems(healed, "anthropic") == []
+
+
+EFFECTS = HealPolicy(tool_effects={"tool0": ToolEffect.READ_ONLY, "tool1": ToolEffect.IDEMPOTENT,
+                                   "tool2": ToolEffect.SIDE_EFFECT})
+"""Effects for the property histories' tool names (tool3 and later stay unknown)."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(OPS)
+def test_effects_change_only_the_payloads_and_the_marker(ops: list) -> None:
+    """With declared effects every heal part is worded for its own tool, the marker lists the
+    effects, and ids, placement, order and every provider's verdict are those of a default
+    heal."""
+    from adk_session_heal.validators import PROVIDERS, provider_problems
+
+    events = build(ops).events
+    plain, declared = heal(events), heal(events, policy=EFFECTS)
+    assert [(e.id, e.timestamp, e.author, e.invocation_id) for e in declared] == [
+        (e.id, e.timestamp, e.author, e.invocation_id) for e in plain]
+    for event in declared:
+        marker = (event.custom_metadata or {}).get(HEAL_METADATA_KEY)
+        if not marker or marker.get("healed_at") != NOW:
+            continue
+        responses = event.get_function_responses()
+        assert [r.response for r in responses] == [
+            effect_payload(EFFECTS.effect_of(r.name or "")) for r in responses]
+        assert marker["effects"] == [EFFECTS.effect_of(r.name or "").value for r in responses]
+        assert marker["outcomes"] == ["unknown"] * len(responses)
+    for provider in PROVIDERS:
+        assert provider_problems(declared, provider) == provider_problems(plain, provider)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 def test_core_entry_points_are_exported() -> None:
     """The wrapper, its policy, repair and the classifier are reachable from the package root."""
     for name in ("HealingSessionService", "HealPolicy", "classify", "repair", "plan_repair",
-                 "apply_plan", "SessionKey", "HealRecord"):
+                 "apply_plan", "SessionKey", "HealRecord", "ToolEffect", "tool_effects_from"):
         assert name in adk_session_heal.__all__
 
 
@@ -43,6 +43,7 @@ PUBLIC_API = [
     "SqlHealLedger",
     "StoreError",
     "ToolAwareContextFilterPlugin",
+    "ToolEffect",
     "apply_plan",
     "classify",
     "plan_repair",
@@ -50,6 +51,7 @@ PUBLIC_API = [
     "register_healing_session_services",
     "repair",
     "scan",
+    "tool_effects_from",
     "validate",
 ]
 
@@ -57,7 +59,7 @@ PUBLIC_API = [
 def test_public_api_is_pinned() -> None:
     """The exported names change only on purpose (update this list with the change)."""
     assert adk_session_heal.__all__ == PUBLIC_API
-    assert len(PUBLIC_API) <= 25
+    assert len(PUBLIC_API) <= 27  # 25 + ToolEffect and tool_effects_from (issue 15)
 
 
 def test_no_exported_name_is_also_a_submodule() -> None:

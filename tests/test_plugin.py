@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from adk_session_heal.pairing import pair
 from adk_session_heal.plugin import ContextWindow, ToolAwareContextFilterPlugin
-from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy
+from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy, ToolEffect, effect_payload
 from adk_session_heal.provider_rules import gemini_steps
 from adk_session_heal.testing import ProviderRejected, ScriptedModel
 
@@ -212,6 +212,17 @@ def test_in_request_heal_answers_with_the_wrappers_payload() -> None:
     custom = ContextWindow(heal=HealPolicy(payload={"error": "lost"})).apply(history)
     assert custom[2].parts and custom[2].parts[1].function_response
     assert custom[2].parts[1].function_response.response == {"error": "lost"}
+
+
+def test_in_request_heal_is_worded_for_each_tool_s_effect() -> None:
+    """The plugin's in-request heal answers with the policy's per-tool wording, as the wrapper."""
+    history = [user("a"), calls(("c1", "get_weather"), ("c2", "charge_card")), user("b")]
+    policy = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY})
+    out = ContextWindow(heal=policy).apply(history)
+    assert all_problems(out) == []
+    assert [p.function_response.response for c in out for p in c.parts or ()
+            if p.function_response] == [effect_payload(ToolEffect.READ_ONLY),
+                                        effect_payload(ToolEffect.UNKNOWN)]
 
 
 # -- properties ------------------------------------------------------------------

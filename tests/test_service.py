@@ -23,7 +23,7 @@ from adk_session_heal.errors import HealWriteError
 from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.findings import CallStatus, classify
 from adk_session_heal.heal_record import HealRecord, HealTrigger
-from adk_session_heal.policy import HealPolicy
+from adk_session_heal.policy import DEFAULT_PAYLOAD, HealPolicy, ToolEffect, effect_payload
 from adk_session_heal.service import HealingSessionService
 from adk_session_heal.testing import History
 
@@ -92,11 +92,37 @@ async def test_get_session_heals_a_superseded_call_in_storage(
     assert heal.author == history.events[1].author
     assert heal.invocation_id == history.events[1].invocation_id
     assert [(r.id, r.name, r.response) for r in heal.get_function_responses()] == [
-        ("call-1", "get_weather", {"error": "Tool execution was interrupted."})
+        ("call-1", "get_weather", dict(DEFAULT_PAYLOAD))
     ]
     assert heal.custom_metadata is not None
     assert heal.custom_metadata[HEAL_METADATA_KEY]["reason"] == "superseded"
     assert not classify(stored, now=time.time()).needs_healing
+
+
+async def test_each_store_keeps_each_tool_s_wording_and_the_marker_s_effects(
+    store_factory: ServiceFactory,
+) -> None:
+    """A mixed call event's heal, stored by every writer, answers each call for its own tool's
+    effect and records the effects and outcomes in the marker."""
+    inner = await store_factory()
+    history = History(start=time.time() - 60)
+    history.user("weather, then pay")
+    history.calls("get_weather", "charge_card")
+    history.user("hello?")
+    session = await store_crashed(inner, history)
+    policy = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY,
+                                      "charge_card": ToolEffect.SIDE_EFFECT})
+    await HealingSessionService(await store_factory(), policy=policy).get_session(
+        app_name=APP, user_id=USER, session_id=session.id)
+
+    (heal,) = synthetic(await stored_events(store_factory, session.id))
+    assert [(r.name, r.response) for r in heal.get_function_responses()] == [
+        ("get_weather", effect_payload(ToolEffect.READ_ONLY)),
+        ("charge_card", effect_payload(ToolEffect.SIDE_EFFECT)),
+    ]
+    marker = (heal.custom_metadata or {})[HEAL_METADATA_KEY]
+    assert (marker["effects"], marker["outcomes"]) == (["read_only", "side_effect"],
+                                                       ["unknown", "unknown"])
 
 
 async def test_originals_stay_byte_identical(store_factory: ServiceFactory) -> None:

@@ -342,7 +342,7 @@ async def test_adk_web_shows_a_healed_call_as_interrupted(tmp_path: Path) -> Non
                     # Open the heal's detail as a user would: click its row, then "Raw JSON".
                     await page.click("app-event-row .content-bubble.type-error")
                     info = await wait_for("the heal's detail", lambda: page.text_with(
-                        "Tool execution was interrupted."), server, log)
+                        "Tool execution was interrupted; it may have completed."), server, log)
                     await page.screenshot(shots[0])
                     await page.click('button[mattooltip="Raw JSON"]')
                     raw = await wait_for("the heal's raw JSON", lambda: page.text_with(

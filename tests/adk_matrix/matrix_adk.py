@@ -30,7 +30,12 @@ USER_ID = "matrix-user"
 CRASH_CITY = "Paris"
 CRASH_EXIT_CODE = 17
 HEAL_MARKER = "adk_session_heal"
-HEAL_PAYLOAD = {"error": "Tool execution was interrupted."}
+HEAL_PAYLOAD = {
+    "error": "Tool execution was interrupted; it may have completed. Check the system before "
+             "retrying; do not repeat it blindly.",
+    "outcome": "unknown",
+    "safe_to_retry": False,
+}
 AGENT_NAME = "weather_agent"
 
 REQUESTS: list[LlmRequest] = []

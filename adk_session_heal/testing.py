@@ -208,9 +208,10 @@ class History:
 def outline(history: Iterable[Event | types.Content]) -> list[str]:
     """Returns one word per event or content with one, to assert an order in one line.
 
-    The word is the first part's text, ``"call"`` for a function call, or
-    ``"response:<keys of the response>"`` (a heal's is ``"response:error"``).
-    Events without content are left out.
+    The word is the first part's text, ``"call"`` for a function call, or for
+    a function response ``"response:error"`` when it reports a failure (an
+    ``error`` key, as every heal has) and ``"response:<keys of the response>"``
+    otherwise. Events without content are left out.
 
     Args:
         history: ADK ``Event`` objects (a session) or ``types.Content`` objects
@@ -225,7 +226,8 @@ def outline(history: Iterable[Event | types.Content]) -> list[str]:
         if part.function_call is not None:
             words.append("call")
         elif part.function_response is not None:
-            words.append("response:" + ",".join(part.function_response.response or {}))
+            payload = part.function_response.response or {}
+            words.append("response:" + ("error" if "error" in payload else ",".join(payload)))
         else:
             words.append(part.text or "")
     return words

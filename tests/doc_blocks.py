@@ -8,9 +8,9 @@ so both run a block the same way.
 in one bash session (stdout and stderr together) and what follows it, up to the
 next ``$ ``, is its output. A ``bash``/``sh`` block without ``$ `` lines is a
 *script*: it must exit 0 and print no ``Traceback`` and no ``Error:`` line. A
-``python`` block runs as a file in a child process and must exit 0 without a
-traceback. Any other block (diagrams, log lines, JSON, YAML) is an illustration
-and is not run.
+``python`` block runs as a file in a child process (a top-level ``await``
+runs in an event loop) and must exit 0 without a traceback. Any other block
+(diagrams, log lines, JSON, YAML) is an illustration and is not run.
 
 **Directives.** An HTML comment right before a block, ``<!-- docs-test: ITEM; ITEM -->``:
 
@@ -273,6 +273,17 @@ def run_script(block: Block, cwd: Path, env: dict[str, str],
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+_TOP_LEVEL_AWAIT = """
+import ast, asyncio, sys
+path = sys.argv[1]
+code = compile(open(path).read(), path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+result = eval(code, {"__name__": "__main__", "__file__": path})
+if asyncio.iscoroutine(result):
+    asyncio.run(result)
+"""
+"""Runs a file whose top level may ``await`` (as a snippet in the docs may)."""
+
+
 def run_python(block: Block, cwd: Path, env: dict[str, str],
                url: str | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a Python block, after its preludes, as a file in a child process."""
@@ -284,7 +295,7 @@ def run_python(block: Block, cwd: Path, env: dict[str, str],
     source = "".join(PRELUDES[name] for name in names) + text
     script = cwd / "docs_block.py"
     script.write_text(source)
-    return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-c", _TOP_LEVEL_AWAIT, str(script)], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=120, check=False)
 

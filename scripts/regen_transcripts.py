@@ -12,6 +12,7 @@ import asyncio
 import sys
 import tempfile
 from pathlib import Path
+from textwrap import indent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -38,8 +39,9 @@ async def regenerate() -> int:
             new = rewrite_transcript(block, outputs)
         if new != block.text:
             text = block.path.read_text()
-            assert text.count(block.text) == 1, f"{block.name}: block text not unique"
-            block.path.write_text(text.replace(block.text, new))
+            old, new = (indent(b, block.indent) for b in (block.text, new))
+            assert text.count(old) == 1, f"{block.name}: block text not unique"
+            block.path.write_text(text.replace(old, new))
             print(f"rewrote {block.name}")
             changed += 1
     return changed

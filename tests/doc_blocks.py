@@ -126,6 +126,7 @@ class Block:
     lang: str
     text: str
     directive: dict[str, str] = field(default_factory=dict)
+    indent: str = ""  # the fence's indentation (a block in a list item), stripped from text
 
     @property
     def name(self) -> str:
@@ -185,7 +186,7 @@ def blocks(path: Path) -> list[Block]:
         previous = lines[i - 1] if i else ""
         comment = _DIRECTIVE.match(previous)
         found.append(Block(path, i + 1, lang, "\n".join(body) + "\n",
-                           parse_directive(comment.group(1)) if comment else {}))
+                           parse_directive(comment.group(1)) if comment else {}, indent))
         i = end + 1
     return found
 

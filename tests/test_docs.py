@@ -21,8 +21,8 @@ import pytest
 from doc_blocks import (
     DOCS,
     ILLUSTRATION_LANGS,
+    PRELUDES,
     ROOT,
-    SHELL_LANGS,
     Block,
     all_blocks,
     command_dir,
@@ -42,6 +42,8 @@ pytestmark = pytest.mark.slow
 
 BLOCKS = all_blocks()
 RUN = [b for b in BLOCKS if b.kind != "illustration" and "skip" not in b.directive]
+DOCS_TEXT = "".join(path.read_text() for path in DOCS)
+DIRECTIVES = {"skip", "prelude", "server", "url", "env", "before"}
 CASES = [pytest.param(b, server, id=f"{b.name}-{server}") for b in RUN for server in b.servers]
 
 
@@ -76,14 +78,16 @@ async def test_block_runs(block: Block, server: str, sessions_db: Path, tmp_path
 def test_every_block_runs_or_says_why_not() -> None:
     """Every Python and shell block runs, or is skipped with a reason naming its covering test."""
     for block in BLOCKS:
+        assert set(block.directive) <= DIRECTIVES, f"{block.name}: {block.directive}"
+        assert set(block.directive.get("prelude", "").split(",")) - {""} <= set(PRELUDES)
+        assert set(block.servers) <= {"sqlite", "postgres", "mariadb", "redis"}, block.name
         reason = block.directive.get("skip")
         if reason is not None:
             assert re.search(r"tests/\S+|\.ci/\S+", reason), f"{block.name}: {reason}"
-        elif block.lang in ("python", *SHELL_LANGS):
-            assert block.kind != "illustration", block.name
-        else:
-            assert block.kind == "illustration", block.name
+        elif block.kind == "illustration":
+            # A block in any other language (pycon, toml, ...) would be neither run nor skipped.
             assert block.lang in ILLUSTRATION_LANGS, f"{block.name}: {block.lang}"
+    # A guard against the parser silently finding nothing.
     assert len(RUN) >= 15
 
 
@@ -97,7 +101,6 @@ def test_named_extras_exist() -> None:
             assert extra in extras, f"the docs name an extra pyproject.toml lacks: {extra}"
 
 
-DOCS_TEXT = "".join(path.read_text() for path in DOCS)
 SCHEMES = sorted(set(re.findall(r"\b([a-z][a-z0-9+]*)://", DOCS_TEXT)))
 TESTED_ELSEWHERE = {
     "rediss": "tests/test_redis_store.py::test_redis_urls_parse_and_hide_their_password "

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ __all__ = [
     "resume_turn",
     "run_demo",
     "spawn_crash",
+    "temporary_sqlite_database",
     "temporary_sqlite_url",
     "weather_agent",
     "weather_reply",
@@ -150,6 +152,13 @@ def temporary_sqlite_url() -> str:
     return f"sqlite+aiosqlite:///{directory / 'sessions.db'}"
 
 
+@contextmanager
+def temporary_sqlite_database() -> Iterator[str]:
+    """Yields the URL of a new SQLite file in a temporary directory, deleted afterwards."""
+    with tempfile.TemporaryDirectory(prefix="adk-session-heal-") as directory:
+        yield f"sqlite+aiosqlite:///{Path(directory) / 'sessions.db'}"
+
+
 def spawn_crash(db_url: str, session_id: str) -> int:
     """Runs :func:`crash_turn` in a child process that dies mid-tool.
 
@@ -237,10 +246,15 @@ def history_table(title: str, events: Sequence[Any]) -> Table:
 
 
 async def run_demo(console: Console | None = None, workdir: Path | None = None) -> int:
-    """Runs the whole demo and prints it. Returns a process exit code (0 = success)."""
+    """Runs the whole demo and prints it. Returns a process exit code (0 = success).
+
+    Without ``workdir`` the database lives in a temporary directory deleted at the end.
+    """
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="adk-session-heal-demo-") as temporary:
+            return await run_demo(console, Path(temporary))
     console = console or Console()
-    directory = workdir or Path(tempfile.mkdtemp(prefix="adk-session-heal-demo-"))
-    db_url = f"sqlite+aiosqlite:///{directory / 'sessions.db'}"
+    db_url = f"sqlite+aiosqlite:///{workdir / 'sessions.db'}"
     bare = DatabaseSessionService(db_url)
     try:
         session = await bare.create_session(app_name=APP_NAME, user_id=USER_ID)

@@ -286,6 +286,11 @@ def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
 Reply = LlmResponse | Callable[[LlmRequest], LlmResponse]
 
 
+_NO_TOKENS = types.GenerateContentResponseUsageMetadata(
+    prompt_token_count=0, candidates_token_count=0, total_token_count=0)
+"""The usage a scripted reply reports: it spent no tokens."""
+
+
 class ScriptedModel(BaseLlm):
     """An offline model that replays a script and records every request.
 
@@ -342,4 +347,9 @@ class ScriptedModel(BaseLlm):
             raise AssertionError(f"script exhausted after {self._position} replies")
         reply = self.script[self._position]
         self._position += 1
-        yield reply(llm_request) if callable(reply) else reply
+        response: LlmResponse = reply(llm_request) if callable(reply) else reply
+        if response.usage_metadata is None:
+            # A real model reports its token usage; without it ADK 2.13 logs a
+            # WARNING per model call ("Skipping missing token usage metadata").
+            response = response.model_copy(update={"usage_metadata": _NO_TOKENS})
+        yield response

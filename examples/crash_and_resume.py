@@ -32,7 +32,7 @@ from adk_session_heal.demo import (
     describe_event,
     offline_weather_model,
     spawn_crash,
-    temporary_sqlite_url,
+    temporary_sqlite_database,
     weather_agent,
 )
 from adk_session_heal.heal_record import HealRecord
@@ -85,8 +85,11 @@ def main(argv: list[str]) -> int:
     # Show the one WARNING log line each heal writes (what an operator sees).
     logging.basicConfig(level=logging.WARNING, format="   log: %(levelname)s %(name)s %(message)s")
     logging.getLogger("google_adk").setLevel(logging.ERROR)
-    db_url = argv[0] if argv else temporary_sqlite_url()
-    healed = asyncio.run(crash_and_resume(db_url))
+    if argv:
+        healed = asyncio.run(crash_and_resume(argv[0]))
+    else:
+        with temporary_sqlite_database() as db_url:
+            healed = asyncio.run(crash_and_resume(db_url))
     print("healed" if healed else "NOT healed")
     return 0 if healed else 1
 

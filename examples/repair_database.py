@@ -36,7 +36,7 @@ from adk_session_heal.demo import (
     describe_event,
     resume_turn,
     spawn_crash,
-    temporary_sqlite_url,
+    temporary_sqlite_database,
 )
 from adk_session_heal.migrate import upgrade
 
@@ -89,8 +89,11 @@ async def one_off_repair(db_url: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    db_url = argv[0] if argv else temporary_sqlite_url()
-    healed = asyncio.run(one_off_repair(db_url))
+    if argv:
+        healed = asyncio.run(one_off_repair(argv[0]))
+    else:
+        with temporary_sqlite_database() as db_url:
+            healed = asyncio.run(one_off_repair(db_url))
     print("repaired" if healed else "NOT repaired")
     return 0 if healed else 1
 

@@ -9,8 +9,10 @@ outcome) and the lines it prints. The ``adk web`` agent folder
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,12 +24,30 @@ pytestmark = pytest.mark.slow
 
 def run_example(name: str, *args: str, env: dict[str, str] | None = None,
                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, **(env or {})}, cwd=cwd,
-    )
-    assert completed.returncode == 0, f"{name} failed:\n{completed.stdout}\n{completed.stderr}"
+    """Runs an example; it exits 0, prints no traceback, and leaves no file behind.
+
+    It runs with ``TMPDIR`` set to a fresh directory, which must be empty again
+    afterwards, and the listing of its working directory must not change.
+    """
+    return run_clean([sys.executable, str(EXAMPLES / name), *args], env=env, cwd=cwd)
+
+
+def run_clean(command: list[str], env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs a command as :func:`run_example` does, with the same checks."""
+    workdir = cwd or Path.cwd()
+    before = sorted(p.name for p in workdir.iterdir())
+    with tempfile.TemporaryDirectory() as tmpdir:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "TMPDIR": tmpdir, **(env or {})}, cwd=cwd,
+        )
+        left = sorted(p.name for p in Path(tmpdir).iterdir())
+    shown = f"{completed.stdout}\n{completed.stderr}"
+    assert completed.returncode == 0, f"{command} failed:\n{shown}"
+    assert "Traceback" not in completed.stderr, shown
+    assert left == [], f"{command} left files in the temp dir: {left}"
+    assert sorted(p.name for p in workdir.iterdir()) == before, f"{command} wrote to {workdir}"
     return completed
 
 
@@ -93,3 +113,14 @@ def test_postgres_example_skips_cleanly_without_a_server() -> None:
     assert completed.stdout == ""
     assert completed.stderr.startswith("skipped: no PostgreSQL server reachable for "
                                        "postgresql+asyncpg://postgres@127.0.0.1:9/nowhere")
+
+
+def test_demo_prints_only_its_own_output() -> None:
+    """`adk-session-heal demo` exits 0, leaves no file, and no library log line gets through."""
+    completed = run_clean([sys.executable, "-m", "adk_session_heal", "demo"],
+                          env={"PYTHONPATH": str(EXAMPLES.parent), "COLUMNS": "100"})
+    assert completed.stderr == ""
+    assert completed.stdout.rstrip().endswith("healed")
+    stray = [line for line in completed.stdout.splitlines()
+             if re.match(r"\s*(WARNING|INFO|DEBUG|ERROR)\b", line)]
+    assert stray == []

@@ -28,6 +28,19 @@ def test_adk_sqlite_scheme_is_a_relative_file(db_file: Path) -> None:
     assert not url.read_only
 
 
+@pytest.mark.parametrize("prefix", ["heal+", "HEAL+"])
+def test_the_uri_given_to_adk_web_names_the_same_store(db_file: Path, prefix: str) -> None:
+    """A ``heal+`` URI (what ``adk web --session_service_uri`` takes) parses as its store."""
+    from adk_session_heal.adk_services import HEAL_PREFIX
+
+    assert prefix.lower() == HEAL_PREFIX
+    for plain in ("sqlite:///sessions.db", "sqlite+aiosqlite:///sessions.db",
+                  "postgresql+asyncpg://u:secret@h/db"):
+        assert str(parse_store_url(prefix + plain)) == str(parse_store_url(plain))
+    with pytest.raises(UnsupportedStoreError, match="bulk.scan_service"):
+        parse_store_url(prefix + "memory://")
+
+
 def test_aiosqlite_absolute_path_and_read_only(db_file: Path) -> None:
     """Four slashes are absolute, and ``?mode=ro`` asks for read-only access."""
     url = parse_store_url(f"sqlite+aiosqlite:///{db_file}?mode=ro")
@@ -89,6 +102,7 @@ def test_sync_driver_is_refused_with_the_async_form(url: str, fix: str) -> None:
         ("sqlite:///:memory:", "in-memory"),
         ("sqlite+aiosqlite:///no/such/file.db", "no SQLite file"),
         ("memory://", "unsupported URL scheme"),
+        ("memory://", "adk_session_heal.bulk.scan_service()"),
         ("agentengine://123", "scan_service"),
         ("postgresql+asyncpg://u:secret@h", "names no database"),
         ("sqlite+pysqlcipher:///x.db", "SQLite driver"),

@@ -193,11 +193,16 @@ class StoreUrl:
         return text
 
 
+_HEAL_PREFIX = "heal+"
+"""``adk_services.HEAL_PREFIX``: a ``--session_service_uri`` of ``adk web`` names the same store."""
+
+
 def parse_store_url(url: str) -> StoreUrl:
     """Parses and checks a session-store URL.
 
     Args:
-        url: A URL in one of the forms in the module docstring.
+        url: A URL in one of the forms in the module docstring, optionally
+            with the ``heal+`` prefix of the URI given to ``adk web``.
 
     Returns:
         The checked URL.
@@ -207,6 +212,8 @@ def parse_store_url(url: str) -> StoreUrl:
             driver or an unsupported scheme, or a SQLite file that does not
             exist. The message says what to pass instead.
     """
+    if url[:len(_HEAL_PREFIX)].lower() == _HEAL_PREFIX:
+        url = url[len(_HEAL_PREFIX):]  # the URI given to `adk web`, pasted as it is
     parsed, redacted = parse_url_syntax(url)
     backend = parsed.get_backend_name()
     driver = parsed.drivername.partition("+")[2]
@@ -216,7 +223,7 @@ def parse_store_url(url: str) -> StoreUrl:
         raise UnsupportedStoreError(
             f"{redacted!r} has the unsupported URL scheme {parsed.drivername!r}: the CLI "
             f"reads ADK's SQL and Redis session stores ({EXAMPLE_URLS}); for other session "
-            "services use adk_session_heal.repair.scan_service()"
+            "services use adk_session_heal.bulk.scan_service()"
         )
     if backend == "sqlite":
         return _parse_sqlite(parsed, driver, redacted)

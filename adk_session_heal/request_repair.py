@@ -14,6 +14,12 @@ way whatever its format, from that rule's
 * Under Gemini's turn order, a call turn that would not come right after a user
   turn once the turns before it are repaired loses its calls and their answers.
 
+For providers that want strictly alternating roles (Bedrock Converse, see
+:func:`~adk_session_heal.provider_rules.same_role_repeats`),
+:func:`merge_same_role_contents` merges consecutive contents of one role into
+one, at request time only: a heal's tool result and the user message after it
+become one user content.
+
 Three writers put the plan back, copying only what changes and never
 modifying their input: :func:`repair_contents` (ADK's Gemini-shaped contents,
 for the context filter plugin), :func:`repair_openai_chat` and
@@ -36,11 +42,13 @@ from .pairing import EMPTY_STEP, CallOccurrence, Ref
 from .policy import DeadCall, HealPolicy
 from .provider_rules import (
     Verdict,
+    alternation_roles,
     anthropic_turns,
     anthropic_verdict,
     call_turn_in_order,
     contents_verdict,
     openai_chat_verdict,
+    same_role_repeats,
 )
 
 __all__ = [
@@ -48,6 +56,7 @@ __all__ = [
     "REPAIR_REASON",
     "Pending",
     "RequestFix",
+    "merge_same_role_contents",
     "plan_request_fix",
     "repair_anthropic",
     "repair_contents",
@@ -260,6 +269,46 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
                 carried[index + 1] = synthetic  # beside the siblings' responses
             else:
                 result.append(types.Content(role="user", parts=synthetic))
+    return result
+
+
+def merge_same_role_contents(contents: Sequence[types.Content]) -> list[types.Content]:
+    """Merges each run of consecutive same-role contents into one content.
+
+    For a model path that sends one message per content to an API wanting
+    strictly alternating roles (Bedrock Converse): after a heal, ADK's request
+    holds the heal's function responses and the next user message as two
+    ``user`` contents. In a merged ``user`` content the function responses
+    come first, in order, then the other parts in order (Anthropic also wants
+    a turn's tool results before anything else). Use it on a request's
+    contents only (the plugin's ``strict_alternation=True`` does); stored
+    events stay as they are.
+
+    Args:
+        contents: The contents, oldest first (not modified).
+
+    Returns:
+        A new list; contents not merged are passed through, not copied.
+    """
+    repeats = set(same_role_repeats(alternation_roles(contents, "gemini")))
+    if not repeats:
+        return list(contents)
+    runs: list[list[types.Content]] = []
+    for index, content in enumerate(contents):
+        if index in repeats:
+            runs[-1].append(content)
+        else:
+            runs.append([content])
+    result: list[types.Content] = []
+    for run in runs:
+        if len(run) == 1:
+            result.append(run[0])
+            continue
+        parts = [part for content in run for part in content.parts or ()]
+        if run[0].role != "model":
+            parts = ([p for p in parts if p.function_response is not None]
+                     + [p for p in parts if p.function_response is None])
+        result.append(run[0].model_copy(update={"parts": parts}))
     return result
 
 

@@ -1,0 +1,131 @@
+"""Strict role alternation (Bedrock Converse) after a heal, and what ADK's Anthropic adapter sends.
+
+A healed session whose user comes back is, in ADK's request, user, call, heal
+(the tool result, role ``user``), the next user message: two user contents in a
+row. ADK's native Anthropic adapter (``google.adk.models.anthropic_llm``) turns
+each content into one message and merges nothing, so it sends two consecutive
+user messages; the Messages API merges them (accepted), a strictly alternating
+API would not. These tests run ADK's own conversion function on the request
+ADK builds from a really healed session (no network).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService, Session
+from google.genai import types
+
+from adk_session_heal import HealingSessionService
+from adk_session_heal.plugin import ToolAwareContextFilterPlugin
+from adk_session_heal.request_repair import merge_same_role_contents
+from adk_session_heal.testing import History, ProviderRejected, ScriptedModel, outline
+from adk_session_heal.validators import adk_request_contents, validate, validate_anthropic
+
+anthropic_llm = pytest.importorskip("google.adk.models.anthropic_llm")
+
+APP, USER, AGENT = "weather_app", "u", "assistant"
+
+
+def adk_anthropic_messages(contents: Sequence[types.Content]) -> list[dict[str, Any]]:
+    """The ``messages`` AnthropicLlm.generate_content_async builds from request contents.
+
+    The same expression as ADK 2.13's ``generate_content_async``: one
+    ``_content_to_message_param`` per content with one shared sanitizer,
+    messages with empty content left out.
+    """
+    sanitizer = anthropic_llm._ToolUseIdSanitizer()
+    messages = [anthropic_llm._content_to_message_param(content, sanitizer)
+                for content in contents]
+    return [dict(message) for message in messages if message["content"]]
+
+
+async def healed_session(inner: InMemorySessionService) -> tuple[HealingSessionService, Session]:
+    """A crashed call, healed by the wrapper when the user's next message is appended."""
+    history = History(agent=AGENT, start=time.time() - 60)
+    history.user("weather in Paris?")
+    history.call("get_weather", {"city": "Paris"}, call_id="call-w")
+    session = await inner.create_session(app_name=APP, user_id=USER)
+    for event in history.events:
+        await inner.append_event(session, event)
+    service = HealingSessionService(inner)
+    fresh = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert fresh is not None
+    history.user("hello?")
+    await service.append_event(fresh, history.events[-1])
+    healed = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert healed is not None
+    assert outline(healed.events) == ["weather in Paris?", "call", "response:error", "hello?"]
+    return service, healed
+
+
+async def test_adk_anthropic_adapter_sends_the_heal_and_the_next_message_as_two_user_turns(
+) -> None:
+    """ADK's adapter merges nothing: heal + next user text are two user messages in a row."""
+    _service, session = await healed_session(InMemorySessionService())
+    contents = await adk_request_contents(session, LlmAgent(name=AGENT, model=ScriptedModel()))
+    messages = adk_anthropic_messages(contents)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "user"]
+    assert [[block["type"] for block in m["content"]] for m in messages] == [
+        ["text"], ["tool_use"], ["tool_result"], ["text"]]
+    assert messages[2]["content"][0]["tool_use_id"] == "call-w"
+    assert validate_anthropic(messages) == [], "the Messages API merges consecutive user turns"
+    [problem] = validate(messages, "anthropic", strict_alternation=True)
+    assert (problem.code, problem.index) == ("role_alternation", 3)
+
+
+async def test_merging_at_request_time_alternates_and_leaves_storage_alone() -> None:
+    """merge_same_role_contents makes heal + text one user turn; the stored events don't move."""
+    _service, session = await healed_session(InMemorySessionService())
+    contents = await adk_request_contents(session, LlmAgent(name=AGENT, model=ScriptedModel()))
+    merged = merge_same_role_contents(contents)
+    messages = adk_anthropic_messages(merged)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert [block["type"] for block in messages[2]["content"]] == ["tool_result", "text"]
+    assert validate(messages, "anthropic", strict_alternation=True) == []
+    assert validate(merged, "gemini", strict_alternation=True) == []
+    assert outline(contents) == ["weather in Paris?", "call", "response:error", "hello?"]
+    assert outline(session.events) == ["weather in Paris?", "call", "response:error", "hello?"]
+
+
+def strictly_alternating_for_adk_anthropic(contents: Sequence[types.Content]) -> list[str]:
+    """A ScriptedModel check: problems of ADK's Anthropic messages under strict alternation."""
+    return [p.message for p in validate(adk_anthropic_messages(contents), "anthropic",
+                                        strict_alternation=True)]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+async def test_the_plugin_option_merges_the_request_of_a_real_runner_turn(strict: bool) -> None:
+    """Through a Runner: strict_alternation=True makes the request alternate; storage unchanged."""
+    inner = InMemorySessionService()
+    service, session = await healed_session(inner)
+    model = ScriptedModel(script=[ScriptedModel.say("Sorry, the weather tool failed.")],
+                          validate=strictly_alternating_for_adk_anthropic)
+    runner = Runner(app_name=APP, agent=LlmAgent(name=AGENT, model=model),
+                    session_service=service,
+                    plugins=[ToolAwareContextFilterPlugin(strict_alternation=strict)])
+    message = types.Content(role="user", parts=[types.Part(text="and now?")])
+
+    async def turn() -> None:
+        async for _ in runner.run_async(user_id=USER, session_id=session.id,
+                                        new_message=message):
+            pass
+
+    if not strict:
+        with pytest.raises(ProviderRejected, match="must alternate"):
+            await turn()
+        return
+    await turn()
+    (request,) = model.requests
+    assert outline(request.contents) == ["weather in Paris?", "call", "response:error"]
+    assert [len(c.parts or ()) for c in request.contents] == [1, 1, 3]
+    stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None
+    assert outline(stored.events) == [
+        "weather in Paris?", "call", "response:error", "hello?", "and now?",
+        "Sorry, the weather tool failed."]

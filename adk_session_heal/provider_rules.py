@@ -24,10 +24,13 @@ Independently of tool calls, some provider paths want strictly alternating
 roles (:func:`alternation_roles`, :func:`same_role_repeats`): Amazon Bedrock's
 Converse API rejects two consecutive messages of one role ("A conversation must
 alternate between user and assistant roles"), where a tool result is a user
-turn. The Anthropic Messages API merges such messages instead, so a healed
-history (call, heal, then the next user message: two user messages) is
-accepted there and breaks only the strict reading. The rule is checked on
-request (``strict_alternation=True`` in the validators), never as part of
+turn, and (as reported for Claude and Llama models there) a user turn holding
+both tool results and text ("Conversation blocks and tool result blocks cannot
+be provided in the same turn", :func:`mixed_result_turns`). The Anthropic
+Messages API merges consecutive same-role messages instead, so a healed history
+(call, heal, then the next user message: two user messages) is accepted there
+and breaks only the strict reading. These rules are checked on request
+(``strict_alternation=True`` in the validators), never as part of
 :func:`whole`.
 
 ADK request contents may go to any of these, so a call in them is only
@@ -69,6 +72,7 @@ __all__ = [
     "gemini_miscounted",
     "gemini_steps",
     "gemini_verdict",
+    "mixed_result_turns",
     "openai_chat_steps",
     "openai_chat_verdict",
     "openai_responses_steps",
@@ -465,3 +469,37 @@ def same_role_repeats(roles: Sequence[AlternationRole | None]) -> list[int]:
             repeats.append(index)
         previous = role
     return repeats
+
+
+def mixed_result_turns(messages: Sequence[Any], provider: Provider) -> list[int]:
+    """Indices of user turns holding both tool results and other content.
+
+    Bedrock Converse wants a turn's tool results alone in it. Only formats
+    where results sit inside messages can mix them: Anthropic (``tool_result``
+    blocks beside other blocks) and Gemini contents (function responses beside
+    other parts); in the OpenAI formats a result is a message or item of its
+    own.
+
+    Args:
+        messages: The provider-format list.
+        provider: Which format it is.
+    """
+    mixed: list[int] = []
+    for index, message in enumerate(messages):
+        if provider == "anthropic":
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else [{"type": "text"}]
+            results = sum(isinstance(b, Mapping) and b.get("type") == "tool_result"
+                          for b in blocks)
+            others = len(blocks) - results
+        elif provider == "gemini":
+            steps, _roles = gemini_steps([message])
+            parts = (message.parts if isinstance(message, types.Content)
+                     else message.get("parts")) or ()
+            results = len(steps[0][1])
+            others = len(parts) - results
+        else:
+            continue
+        if results and others:
+            mixed.append(index)
+    return mixed

@@ -272,20 +272,31 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
     return result
 
 
-def merge_same_role_contents(contents: Sequence[types.Content]) -> list[types.Content]:
-    """Merges each run of consecutive same-role contents into one content.
+def merge_same_role_contents(
+    contents: Sequence[types.Content], *, bridge: str | None = None
+) -> list[types.Content]:
+    """Makes request contents alternate: each run of same-role contents becomes one turn.
 
     For a model path that sends one message per content to an API wanting
-    strictly alternating roles (Bedrock Converse): after a heal, ADK's request
-    holds the heal's function responses and the next user message as two
-    ``user`` contents. In a merged ``user`` content the function responses
-    come first, in order, then the other parts in order (Anthropic also wants
-    a turn's tool results before anything else). Use it on a request's
-    contents only (the plugin's ``strict_alternation=True`` does); stored
-    events stay as they are.
+    strictly alternating roles: after a heal, ADK's request holds the heal's
+    function responses and the next user message as two ``user`` contents.
+
+    Without ``bridge``, a run is merged into one content; in a merged ``user``
+    content the function responses come first, in order, then the other parts
+    (Anthropic wants a turn's tool results first). Bedrock Converse rejects a
+    turn mixing tool results and text, so for it pass ``bridge``: a ``user``
+    run holding both stays two turns, the responses then the rest, with a
+    ``model`` content holding ``bridge`` as its text between them (what
+    LiteLLM's ``modify_params`` does for Bedrock with its continue message).
+
+    Use it on a request's contents only (the plugin's
+    ``strict_alternation=True`` does); stored events stay as they are. A single
+    content that already mixes responses and text is left as it is.
 
     Args:
         contents: The contents, oldest first (not modified).
+        bridge: The text of the model turn put between a run's tool results
+            and its other parts (``None``: merge them into one turn).
 
     Returns:
         A new list; contents not merged are passed through, not copied.
@@ -301,14 +312,22 @@ def merge_same_role_contents(contents: Sequence[types.Content]) -> list[types.Co
             runs.append([content])
     result: list[types.Content] = []
     for run in runs:
+        first = run[0]
         if len(run) == 1:
-            result.append(run[0])
+            result.append(first)
             continue
         parts = [part for content in run for part in content.parts or ()]
-        if run[0].role != "model":
-            parts = ([p for p in parts if p.function_response is not None]
-                     + [p for p in parts if p.function_response is None])
-        result.append(run[0].model_copy(update={"parts": parts}))
+        if first.role == "model":
+            result.append(first.model_copy(update={"parts": parts}))
+            continue
+        responses = [p for p in parts if p.function_response is not None]
+        others = [p for p in parts if p.function_response is None]
+        if bridge is None or not responses or not others:
+            result.append(first.model_copy(update={"parts": responses + others}))
+            continue
+        result += [first.model_copy(update={"parts": responses}),
+                   types.Content(role="model", parts=[types.Part(text=bridge)]),
+                   types.Content(role=first.role, parts=others)]
     return result
 
 

@@ -14,7 +14,8 @@ finds, in history order, with the text the provider puts in its HTTP 400:
   or their dicts, snake or camel case).
 * :func:`validate_alternation`: strict role alternation over any of these
   formats, as Amazon Bedrock's Converse API wants it (no two consecutive
-  messages of one role, tool results counted as user turns); on by
+  messages of one role, tool results counted as user turns, and no user turn
+  mixing tool results with text); on by
   ``strict_alternation=True`` in :func:`validate`, :func:`provider_problems`
   and :func:`adk_request_problems`. The Anthropic Messages API merges
   consecutive same-role messages instead, so :func:`validate_anthropic` does
@@ -59,6 +60,7 @@ from .provider_rules import (
     contents_verdict,
     gemini_miscounted,
     gemini_steps,
+    mixed_result_turns,
     openai_chat_steps,
     openai_chat_verdict,
     openai_responses_verdict,
@@ -90,7 +92,7 @@ __all__ = [
 
 ProblemCode = Literal[
     "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch",
-    "result_not_first", "role_alternation",
+    "result_not_first", "role_alternation", "mixed_result_turn",
 ]
 
 OPENAI_UNANSWERED = (
@@ -127,6 +129,11 @@ STRICT_ALTERNATION = (
     "conversation alternates between user and assistant roles and try again."
 )
 """Amazon Bedrock Converse's text for two consecutive messages of one role."""
+MIXED_RESULT_TURN = (
+    "messages.{index}.content: Conversation blocks and tool result blocks cannot be "
+    "provided in the same turn."
+)
+"""Amazon Bedrock Converse's text for a user turn mixing tool results and text."""
 GEMINI_CALL_ORDER = (
     "Please ensure that function call turn comes immediately after a user turn or after a "
     "function response turn."
@@ -149,8 +156,9 @@ class Problem:
         code: What is wrong: ``unanswered_call``, ``orphaned_result``,
             ``duplicate_result``, ``turn_order``, ``count_mismatch`` or
             ``result_not_first`` (Anthropic: a result after another block of
-            its turn) or ``role_alternation`` (strict alternation: a message
-            of the same role as the one before it).
+            its turn), ``role_alternation`` (strict alternation: a message
+            of the same role as the one before it) or ``mixed_result_turn``
+            (strict alternation: tool results and text in one user turn).
         index: Position of the offending message, item or content in the list
             that was checked.
         message: The provider's own error text (formatted as it would send it).
@@ -372,11 +380,15 @@ def validate_alternation(messages: Sequence[Any], provider: Provider) -> list[Pr
 
     Each message whose side (user or assistant; a tool result is a user turn,
     see :func:`~adk_session_heal.provider_rules.alternation_roles`) is that of
-    the message before it is a ``role_alternation`` problem. A healed history
-    followed by the next user message (call, heal, user text) has one: the
-    heal's tool result and the text are two user messages in a row. Merge
-    them at request time for such a provider
-    (:func:`~adk_session_heal.request_repair.merge_same_role_contents`).
+    the message before it is a ``role_alternation`` problem, and a user turn
+    holding tool results and other content a ``mixed_result_turn`` one
+    (:func:`~adk_session_heal.provider_rules.mixed_result_turns`). A healed
+    history followed by the next user message (call, heal, user text) has a
+    ``role_alternation`` problem: the heal's tool result and the text are two
+    user messages in a row. Merging them makes a mixed turn; for such a
+    provider, put a model turn between them at request time
+    (:func:`~adk_session_heal.request_repair.merge_same_role_contents` with
+    ``bridge``).
 
     Args:
         messages: The provider-format list (messages, items or contents).
@@ -385,8 +397,13 @@ def validate_alternation(messages: Sequence[Any], provider: Provider) -> list[Pr
     Returns:
         The problems, ordered by index.
     """
-    return [Problem(provider, "role_alternation", index, STRICT_ALTERNATION)
-            for index in same_role_repeats(alternation_roles(messages, provider))]
+    problems = [Problem(provider, "role_alternation", index, STRICT_ALTERNATION)
+                for index in same_role_repeats(alternation_roles(messages, provider))]
+    problems += [Problem(provider, "mixed_result_turn", index,
+                         MIXED_RESULT_TURN.format(index=index))
+                 for index in mixed_result_turns(messages, provider)]
+    problems.sort(key=lambda p: p.index)
+    return problems
 
 
 # -- one entry point ---------------------------------------------------------------

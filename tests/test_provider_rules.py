@@ -15,6 +15,7 @@ from adk_session_heal.provider_rules import (
     gemini_miscounted,
     gemini_steps,
     gemini_verdict,
+    mixed_result_turns,
     openai_chat_verdict,
     openai_responses_verdict,
     same_role_repeats,
@@ -157,3 +158,18 @@ def test_strict_alternation_over_responses_items_and_gemini_contents() -> None:
     contents = [user("hi"), calls(("a", "f")), answers(("a", "f")), user("hello?"),
                 model("ok")]
     assert same_role_repeats(alternation_roles(contents, "gemini")) == [3]
+
+
+def test_a_turn_mixing_tool_results_and_text_is_found_in_anthropic_and_gemini() -> None:
+    """Bedrock's rule: tool results alone in their turn; OpenAI formats cannot mix them."""
+    merged = [*HEALED_THEN_USER_ANTHROPIC[:2], {"role": "user", "content": [
+        *HEALED_THEN_USER_ANTHROPIC[2]["content"], *HEALED_THEN_USER_ANTHROPIC[3]["content"]]}]
+    assert mixed_result_turns(HEALED_THEN_USER_ANTHROPIC, "anthropic") == []
+    assert mixed_result_turns(merged, "anthropic") == [2]
+    mixed = answers(("a", "f")).model_copy(update={"parts": [
+        *(answers(("a", "f")).parts or ()), *(user("hello?").parts or ())]})
+    assert mixed_result_turns([user("hi"), calls(("a", "f")), answers(("a", "f"))],
+                              "gemini") == []
+    assert mixed_result_turns([user("hi"), calls(("a", "f")), mixed], "gemini") == [2]
+    assert mixed_result_turns([_tool("a"), {"role": "user", "content": "x"}],
+                              "openai_chat") == []

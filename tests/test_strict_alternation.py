@@ -5,8 +5,11 @@ A healed session whose user comes back is, in ADK's request, user, call, heal
 row. ADK's native Anthropic adapter (``google.adk.models.anthropic_llm``) turns
 each content into one message and merges nothing, so it sends two consecutive
 user messages; the Messages API merges them (accepted), a strictly alternating
-API would not. These tests run ADK's own conversion function on the request
-ADK builds from a really healed session (no network).
+API (Bedrock Converse) would not, nor would it take them merged into one turn
+(tool results and text may not share a turn there). A model turn put between
+them at request time passes every strict rule. These tests run ADK's own
+conversion function on the request ADK builds from a really healed session (no
+network).
 """
 
 from __future__ import annotations
@@ -87,9 +90,24 @@ async def test_merging_at_request_time_alternates_and_leaves_storage_alone() -> 
     messages = adk_anthropic_messages(merged)
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert [block["type"] for block in messages[2]["content"]] == ["tool_result", "text"]
-    assert validate(messages, "anthropic", strict_alternation=True) == []
-    assert validate(merged, "gemini", strict_alternation=True) == []
+    assert validate(messages, "anthropic") == []  # what the Messages API accepts
+    assert [p.code for p in validate(messages, "anthropic", strict_alternation=True)] == [
+        "mixed_result_turn"]  # alternates, but Bedrock wants tool results alone in a turn
     assert outline(contents) == ["weather in Paris?", "call", "response:error", "hello?"]
+    assert outline(session.events) == ["weather in Paris?", "call", "response:error", "hello?"]
+
+
+async def test_a_bridge_turn_at_request_time_passes_strict_alternation() -> None:
+    """With bridge=, heal and text stay apart with a model turn between: every strict rule holds."""
+    _service, session = await healed_session(InMemorySessionService())
+    contents = await adk_request_contents(session, LlmAgent(name=AGENT, model=ScriptedModel()))
+    bridged = merge_same_role_contents(contents, bridge="Noted.")
+    assert outline(bridged) == ["weather in Paris?", "call", "response:error", "Noted.",
+                                "hello?"]
+    messages = adk_anthropic_messages(bridged)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert validate(messages, "anthropic", strict_alternation=True) == []
+    assert validate(bridged, "gemini", strict_alternation=True) == []
     assert outline(session.events) == ["weather in Paris?", "call", "response:error", "hello?"]
 
 
@@ -99,16 +117,22 @@ def strictly_alternating_for_adk_anthropic(contents: Sequence[types.Content]) ->
                                         strict_alternation=True)]
 
 
-@pytest.mark.parametrize("strict", [False, True])
-async def test_the_plugin_option_merges_the_request_of_a_real_runner_turn(strict: bool) -> None:
-    """Through a Runner: strict_alternation=True makes the request alternate; storage unchanged."""
+@pytest.mark.parametrize(("mode", "rejected"), [
+    ("off", "must alternate"), ("merge", "cannot be provided in the same turn"),
+    ("bridge", None)])
+async def test_the_plugin_option_fixes_the_request_of_a_real_runner_turn(
+    mode: str, rejected: str | None
+) -> None:
+    """Through a Runner: only strict_alternation with a bridge passes every strict rule."""
     inner = InMemorySessionService()
     service, session = await healed_session(inner)
     model = ScriptedModel(script=[ScriptedModel.say("Sorry, the weather tool failed.")],
                           validate=strictly_alternating_for_adk_anthropic)
+    plugin = ToolAwareContextFilterPlugin(
+        strict_alternation=mode != "off",
+        alternation_bridge="Noted." if mode == "bridge" else None)
     runner = Runner(app_name=APP, agent=LlmAgent(name=AGENT, model=model),
-                    session_service=service,
-                    plugins=[ToolAwareContextFilterPlugin(strict_alternation=strict)])
+                    session_service=service, plugins=[plugin])
     message = types.Content(role="user", parts=[types.Part(text="and now?")])
 
     async def turn() -> None:
@@ -116,14 +140,15 @@ async def test_the_plugin_option_merges_the_request_of_a_real_runner_turn(strict
                                         new_message=message):
             pass
 
-    if not strict:
-        with pytest.raises(ProviderRejected, match="must alternate"):
+    if rejected is not None:
+        with pytest.raises(ProviderRejected, match=rejected):
             await turn()
         return
     await turn()
     (request,) = model.requests
-    assert outline(request.contents) == ["weather in Paris?", "call", "response:error"]
-    assert [len(c.parts or ()) for c in request.contents] == [1, 1, 3]
+    assert outline(request.contents) == [
+        "weather in Paris?", "call", "response:error", "Noted.", "hello?"]
+    assert [len(c.parts or ()) for c in request.contents] == [1, 1, 1, 1, 2]
     stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
     assert stored is not None
     assert outline(stored.events) == [

@@ -252,7 +252,12 @@ def test_a_healed_history_then_a_user_message_breaks_only_strict_alternation() -
     assert problem.message.startswith("A conversation must alternate between user and assistant")
     merged = [*messages[:2], {"role": "user", "content": [*messages[2]["content"],
                                                            *messages[3]["content"]]}]
-    assert validate(merged, "anthropic", strict_alternation=True) == []
+    assert validate(merged, "anthropic") == []
+    [mixed] = validate(merged, "anthropic", strict_alternation=True)
+    assert (mixed.code, mixed.index) == ("mixed_result_turn", 2)
+    assert "Conversation blocks and tool result blocks" in mixed.message
+    bridged = [*messages[:3], {"role": "assistant", "content": "Noted."}, messages[3]]
+    assert validate(bridged, "anthropic", strict_alternation=True) == []
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

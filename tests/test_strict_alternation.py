@@ -154,3 +154,44 @@ async def test_the_plugin_option_fixes_the_request_of_a_real_runner_turn(
     assert outline(stored.events) == [
         "weather in Paris?", "call", "response:error", "hello?", "and now?",
         "Sorry, the weather tool failed."]
+
+
+async def bedrock_converse_turns(contents: Sequence[types.Content], modify_params: bool,
+                                 monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
+    """(role, block kinds) of the Converse messages ADK's LiteLlm path builds (no network).
+
+    ADK's ``lite_llm._content_to_message_param`` per content, then LiteLLM's
+    own Bedrock Converse conversion (``_bedrock_converse_messages_pt``).
+    """
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
+    litellm = pytest.importorskip("litellm")
+    lite_llm = pytest.importorskip("google.adk.models.lite_llm")
+    factory = pytest.importorskip("litellm.litellm_core_utils.prompt_templates.factory")
+    monkeypatch.setattr(litellm, "modify_params", modify_params)
+    messages: list[dict[str, Any]] = []
+    for content in contents:
+        converted = await lite_llm._content_to_message_param(content)
+        for message in converted if isinstance(converted, list) else [converted]:
+            messages.append(dict(message))
+    blocks = factory._bedrock_converse_messages_pt(
+        messages, model="anthropic.claude-3-5-sonnet-20240620-v1:0",
+        llm_provider="bedrock_converse")
+    return [(block["role"], [next(iter(part)) for part in block["content"]])
+            for block in blocks]
+
+
+async def test_litellm_s_bedrock_converse_path_merges_heal_and_text_unless_modify_params(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LiteLlm -> Bedrock Converse: merged into a mixed turn by default; modify_params bridges."""
+    _service, session = await healed_session(InMemorySessionService())
+    contents = await adk_request_contents(session, LlmAgent(name=AGENT, model=ScriptedModel()))
+    assert await bedrock_converse_turns(contents, False, monkeypatch) == [
+        ("user", ["text"]), ("assistant", ["toolUse"]), ("user", ["toolResult", "text"])]
+    assert await bedrock_converse_turns(contents, True, monkeypatch) == [
+        ("user", ["text"]), ("assistant", ["toolUse"]), ("user", ["toolResult"]),
+        ("assistant", ["text"]), ("user", ["text"])]
+    bridged = merge_same_role_contents(contents, bridge="Noted.")
+    assert await bedrock_converse_turns(bridged, False, monkeypatch) == [
+        ("user", ["text"]), ("assistant", ["toolUse"]), ("user", ["toolResult"]),
+        ("assistant", ["text"]), ("user", ["text"])]

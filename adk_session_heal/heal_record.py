@@ -39,6 +39,13 @@ class HealRecord:
         reason: ``"superseded"`` or ``"stale"``.
         trigger: Which path wrote the heal.
         healed_at: When (POSIX seconds).
+        effects: Each call's tool effect (a
+            :class:`~adk_session_heal.policy.ToolEffect` value), parallel to
+            ``call_ids``; empty when not known (a ledger row), read as
+            ``unknown``.
+        outcomes: Each call's outcome class (a
+            :class:`~adk_session_heal.policy.CallOutcome` value), parallel to
+            ``call_ids``; empty when not known, read as ``unknown``.
     """
 
     app_name: str
@@ -52,11 +59,23 @@ class HealRecord:
     reason: str
     trigger: HealTrigger
     healed_at: float
+    effects: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
 
     @property
     def key(self) -> SessionKey:
         """The healed session's key."""
         return SessionKey(self.app_name, self.user_id, self.session_id)
+
+    @property
+    def call_effects(self) -> tuple[str, ...]:
+        """Each call's tool effect, ``unknown`` where the record does not say."""
+        return _parallel(self.effects, len(self.call_ids))
+
+    @property
+    def call_outcomes(self) -> tuple[str, ...]:
+        """Each call's outcome class, ``unknown`` where the record does not say."""
+        return _parallel(self.outcomes, len(self.call_ids))
 
     def log_fields(self) -> dict[str, Any]:
         """Returns the record as flat fields for a structured log line."""
@@ -71,4 +90,11 @@ class HealRecord:
             "tool_names": list(self.tool_names),
             "reason": self.reason,
             "trigger": self.trigger.value,
+            "effects": list(self.call_effects),
+            "outcomes": list(self.call_outcomes),
         }
+
+
+def _parallel(values: tuple[str, ...], count: int) -> tuple[str, ...]:
+    """Pads (or cuts) a per-call tuple to ``count`` entries with ``unknown``."""
+    return (values + ("unknown",) * count)[:count]

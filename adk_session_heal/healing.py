@@ -223,6 +223,8 @@ class Heal:
             reason=plan.reason,
             trigger=self.trigger,
             healed_at=self.healed_at,
+            effects=tuple(self.policy.effect_of(name).value for name in plan.tool_names),
+            outcomes=tuple(CallOutcome.UNKNOWN.value for _ in plan.calls),
         )
 
 

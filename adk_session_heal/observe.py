@@ -16,9 +16,16 @@ nothing. One report is:
     ``app_name``, ``reason``, ``trigger``;
   - counter ``adk_session_heal.healed_calls`` (one per dead call answered),
     the same attributes plus ``tool_name``;
+  - counter ``adk_session_heal.dead_calls`` (one per dead call dealt with),
+    attributes ``app_name``, ``reason``, ``trigger``, ``tool_name``,
+    ``tool_effect``, ``outcome`` and ``resolution`` (what happened to the
+    call: ``healed`` today; the value set is open, later paths may add
+    others such as ``recovered`` or ``re-run``);
   - span ``adk_session_heal.heal`` (child of the current span, e.g. the
     ``invoke_workflow`` span of the ADK run storing its first event),
-    attributes ``adk_session_heal.*`` with the session, event and call ids.
+    attributes ``adk_session_heal.*`` with the session, event and call ids;
+  - span ``adk_session_heal.dead_call``, one per dead call, a child of the
+    heal's span, with the call's id, tool, effect, outcome and resolution.
 
   Metric attributes never hold user, session or call ids, so their
   cardinality stays that of apps x tools;
@@ -40,9 +47,12 @@ from opentelemetry import metrics, trace
 from .heal_record import HealRecord
 
 __all__ = [
+    "DEAD_CALLS_METRIC",
+    "DEAD_CALL_SPAN",
     "HEALED_CALLS_METRIC",
     "HEALS_METRIC",
     "HEAL_SPAN",
+    "RESOLUTION_HEALED",
     "report_heal",
     "report_repair_run",
     "set_telemetry_providers",
@@ -57,12 +67,19 @@ HEALED_CALLS_METRIC = "adk_session_heal.healed_calls"
 """Counter: dead tool calls answered by a heal."""
 HEAL_SPAN = "adk_session_heal.heal"
 """Span recorded per heal."""
+DEAD_CALLS_METRIC = "adk_session_heal.dead_calls"
+"""Counter: dead tool calls dealt with, by tool, effect, outcome and resolution."""
+DEAD_CALL_SPAN = "adk_session_heal.dead_call"
+"""Span recorded per dead call, a child of its heal's span."""
+RESOLUTION_HEALED = "healed"
+"""The ``resolution`` of a dead call answered by a synthetic response."""
 
 
 @dataclass(frozen=True)
 class _Instruments:
     heals: metrics.Counter
     healed_calls: metrics.Counter
+    dead_calls: metrics.Counter
     tracer: trace.Tracer
 
     @classmethod
@@ -82,6 +99,11 @@ class _Instruments:
             healed_calls=meter.create_counter(
                 HEALED_CALLS_METRIC, unit="{call}",
                 description="Dead tool calls answered by a synthetic response.",
+            ),
+            dead_calls=meter.create_counter(
+                DEAD_CALLS_METRIC, unit="{call}",
+                description="Dead tool calls dealt with, by tool effect, outcome and "
+                "resolution (healed, ...).",
             ),
             tracer=trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=tracer_provider),
         )
@@ -125,9 +147,10 @@ def _record_telemetry(record: HealRecord) -> None:
     instruments.heals.add(1, attributes)
     for tool_name in record.tool_names:
         instruments.healed_calls.add(1, {**attributes, "tool_name": tool_name})
+    start = int(record.healed_at * 1e9)
     span = instruments.tracer.start_span(
         HEAL_SPAN,
-        start_time=int(record.healed_at * 1e9),
+        start_time=start,
         attributes={
             "adk_session_heal.app_name": record.app_name,
             "adk_session_heal.user_id": record.user_id,
@@ -141,7 +164,52 @@ def _record_telemetry(record: HealRecord) -> None:
             "adk_session_heal.trigger": record.trigger.value,
         },
     )
-    span.end(end_time=max(int(record.healed_at * 1e9), time.time_ns()))
+    try:
+        _record_dead_calls(instruments, record, attributes, span, start)
+    finally:
+        span.end(end_time=max(start, time.time_ns()))
+
+
+def _record_dead_calls(
+    instruments: _Instruments,
+    record: HealRecord,
+    attributes: Mapping[str, str],
+    heal_span: trace.Span,
+    start: int,
+) -> None:
+    """Counts each dead call of a heal and records its span under the heal's."""
+    parent = trace.set_span_in_context(heal_span)
+    for call_id, tool_name, effect, outcome in zip(
+        record.call_ids, record.tool_names, record.call_effects, record.call_outcomes,
+        strict=True,
+    ):
+        instruments.dead_calls.add(1, {
+            **attributes,
+            "tool_name": tool_name,
+            "tool_effect": effect,
+            "outcome": outcome,
+            "resolution": RESOLUTION_HEALED,
+        })
+        span = instruments.tracer.start_span(
+            DEAD_CALL_SPAN,
+            context=parent,
+            start_time=start,
+            attributes={
+                "adk_session_heal.app_name": record.app_name,
+                "adk_session_heal.session_id": record.session_id,
+                "adk_session_heal.invocation_id": record.invocation_id,
+                "adk_session_heal.call_event_id": record.call_event_id,
+                "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
+                "adk_session_heal.call_id": call_id,
+                "adk_session_heal.tool_name": tool_name,
+                "adk_session_heal.tool_effect": effect,
+                "adk_session_heal.outcome": outcome,
+                "adk_session_heal.resolution": RESOLUTION_HEALED,
+                "adk_session_heal.reason": record.reason,
+                "adk_session_heal.trigger": record.trigger.value,
+            },
+        )
+        span.end(end_time=max(start, time.time_ns()))
 
 
 def report_heal(

@@ -20,6 +20,19 @@ a call's result must sit and how turns may follow each other:
   user or function-response turn (:func:`call_turn_in_order`); the turn right
   after it holds its responses, as many response parts as call parts.
 
+Independently of tool calls, some provider paths want strictly alternating
+roles (:func:`alternation_roles`, :func:`same_role_repeats`): Amazon Bedrock's
+Converse API rejects two consecutive messages of one role ("A conversation must
+alternate between user and assistant roles"), where a tool result is a user
+turn, and (as reported for Claude and Llama models there) a user turn holding
+both tool results and text ("Conversation blocks and tool result blocks cannot
+be provided in the same turn", :func:`mixed_result_turns`). The Anthropic
+Messages API merges consecutive same-role messages instead, so a healed history
+(call, heal, then the next user message: two user messages) is accepted there
+and breaks only the strict reading. These rules are checked on request
+(``strict_alternation=True`` in the validators), never as part of
+:func:`whole`.
+
 ADK request contents may go to any of these, so a call in them is only
 :func:`whole` (under :func:`contents_verdict`) when it is answered exactly
 once, in the next content, and its turn is in Gemini's order: Gemini's rule
@@ -45,10 +58,12 @@ from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
 
 __all__ = [
     "PROVIDERS",
+    "AlternationRole",
     "AnthropicBlock",
     "GeminiContent",
     "Provider",
     "Verdict",
+    "alternation_roles",
     "anthropic_results_not_first",
     "anthropic_turns",
     "anthropic_verdict",
@@ -57,10 +72,12 @@ __all__ = [
     "gemini_miscounted",
     "gemini_steps",
     "gemini_verdict",
+    "mixed_result_turns",
     "openai_chat_steps",
     "openai_chat_verdict",
     "openai_responses_steps",
     "openai_responses_verdict",
+    "same_role_repeats",
     "whole",
 ]
 
@@ -75,6 +92,9 @@ AnthropicBlock = tuple[int, int, Mapping[str, Any]]
 
 GeminiContent = types.Content | Mapping[str, Any]
 """A Gemini content: a ``types.Content`` or its dict (snake or camel case)."""
+
+AlternationRole = Literal["user", "assistant"]
+"""A message's side under strict alternation (tool results are ``user``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,3 +392,114 @@ def gemini_miscounted(verdict: Verdict) -> list[int]:
     return [step for step, missing in calls.items()
             if missing or (len(steps[step + 1][1]) if step < last else 0)
             != len(steps[step][0])]
+
+
+# -- strict role alternation (Bedrock Converse) -------------------------------------
+
+_USER_SIDE = frozenset({"user", "tool", "function"})
+_ASSISTANT_SIDE = frozenset({"assistant", "model"})
+
+
+def _side(role: object) -> AlternationRole | None:
+    if role in _USER_SIDE:
+        return "user"
+    if role in _ASSISTANT_SIDE:
+        return "assistant"
+    return None
+
+
+def alternation_roles(
+    messages: Sequence[Any], provider: Provider
+) -> list[AlternationRole | None]:
+    """Each message's side, as a strictly alternating API counts it.
+
+    Tool results are user turns (Chat ``tool`` messages, Responses
+    ``function_call_output`` items, Anthropic ``tool_result`` blocks, which sit
+    in user messages, and Gemini function responses, role ``user``); calls are
+    assistant turns. ``None`` marks what is no turn of its own: ``system`` /
+    ``developer`` messages (such APIs take them apart) and, in the OpenAI
+    formats, a ``tool`` message, ``function_call`` or ``function_call_output``
+    item right after one of its kind (one turn's parallel calls or results
+    form one message once converted).
+
+    Args:
+        messages: The provider-format list (messages, items or contents).
+        provider: Which format it is.
+
+    Returns:
+        One entry per message.
+    """
+    roles: list[AlternationRole | None] = []
+    previous_kind: object = None
+    for message in messages:
+        kind = None if isinstance(message, types.Content) else (
+            message.get("role") if provider == "openai_chat" else message.get("type"))
+        if provider in ("openai_chat", "openai_responses") and kind == previous_kind and kind in (
+                "tool", "function_call", "function_call_output"):
+            roles.append(None)
+            continue
+        previous_kind = kind
+        if isinstance(message, types.Content):
+            roles.append("assistant" if message.role == "model" else "user")
+        elif provider == "gemini":
+            roles.append("assistant" if message.get("role") == "model" else "user")
+        elif provider == "openai_responses" and kind not in (None, "message"):
+            roles.append("user" if kind == "function_call_output"
+                         else "assistant" if kind in ("function_call", "reasoning") else None)
+        else:
+            roles.append(_side(message.get("role")))
+    return roles
+
+
+def same_role_repeats(roles: Sequence[AlternationRole | None]) -> list[int]:
+    """Indices of messages whose side is that of the turn before them.
+
+    Strict alternation's rule: each such message is a violation (Bedrock
+    Converse rejects the request); ``None`` entries are skipped.
+
+    Args:
+        roles: From :func:`alternation_roles`.
+    """
+    repeats: list[int] = []
+    previous: AlternationRole | None = None
+    for index, role in enumerate(roles):
+        if role is None:
+            continue
+        if role == previous:
+            repeats.append(index)
+        previous = role
+    return repeats
+
+
+def mixed_result_turns(messages: Sequence[Any], provider: Provider) -> list[int]:
+    """Indices of user turns holding both tool results and other content.
+
+    Bedrock Converse wants a turn's tool results alone in it. Only formats
+    where results sit inside messages can mix them: Anthropic (``tool_result``
+    blocks beside other blocks) and Gemini contents (function responses beside
+    other parts); in the OpenAI formats a result is a message or item of its
+    own.
+
+    Args:
+        messages: The provider-format list.
+        provider: Which format it is.
+    """
+    mixed: list[int] = []
+    for index, message in enumerate(messages):
+        if provider == "anthropic":
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else [{"type": "text"}]
+            results = sum(isinstance(b, Mapping) and b.get("type") == "tool_result"
+                          for b in blocks)
+            others = len(blocks) - results
+        elif provider == "gemini":
+            steps, _roles = gemini_steps([message])
+            parts = (message.parts if isinstance(message, types.Content)
+                     else message.get("parts")) or ()
+            results = len(steps[0][1])
+            others = len(parts) - results
+        else:
+            continue
+        if results and others:
+            mixed.append(index)
+    return mixed

@@ -14,6 +14,12 @@ way whatever its format, from that rule's
 * Under Gemini's turn order, a call turn that would not come right after a user
   turn once the turns before it are repaired loses its calls and their answers.
 
+For providers that want strictly alternating roles (Bedrock Converse, see
+:func:`~adk_session_heal.provider_rules.same_role_repeats`),
+:func:`merge_same_role_contents` merges consecutive contents of one role into
+one, at request time only: a heal's tool result and the user message after it
+become one user content.
+
 Three writers put the plan back, copying only what changes and never
 modifying their input: :func:`repair_contents` (ADK's Gemini-shaped contents,
 for the context filter plugin), :func:`repair_openai_chat` and
@@ -36,11 +42,13 @@ from .pairing import EMPTY_STEP, CallOccurrence, Ref
 from .policy import DeadCall, HealPolicy
 from .provider_rules import (
     Verdict,
+    alternation_roles,
     anthropic_turns,
     anthropic_verdict,
     call_turn_in_order,
     contents_verdict,
     openai_chat_verdict,
+    same_role_repeats,
 )
 
 __all__ = [
@@ -48,6 +56,7 @@ __all__ = [
     "REPAIR_REASON",
     "Pending",
     "RequestFix",
+    "merge_same_role_contents",
     "plan_request_fix",
     "repair_anthropic",
     "repair_contents",
@@ -260,6 +269,65 @@ def repair_contents(contents: Sequence[types.Content], policy: HealPolicy | None
                 carried[index + 1] = synthetic  # beside the siblings' responses
             else:
                 result.append(types.Content(role="user", parts=synthetic))
+    return result
+
+
+def merge_same_role_contents(
+    contents: Sequence[types.Content], *, bridge: str | None = None
+) -> list[types.Content]:
+    """Makes request contents alternate: each run of same-role contents becomes one turn.
+
+    For a model path that sends one message per content to an API wanting
+    strictly alternating roles: after a heal, ADK's request holds the heal's
+    function responses and the next user message as two ``user`` contents.
+
+    Without ``bridge``, a run is merged into one content; in a merged ``user``
+    content the function responses come first, in order, then the other parts
+    (Anthropic wants a turn's tool results first). Bedrock Converse rejects a
+    turn mixing tool results and text, so for it pass ``bridge``: a ``user``
+    run holding both stays two turns, the responses then the rest, with a
+    ``model`` content holding ``bridge`` as its text between them (what
+    LiteLLM's ``modify_params`` does for Bedrock with its continue message).
+
+    Use it on a request's contents only (the plugin's
+    ``strict_alternation=True`` does); stored events stay as they are. A single
+    content that already mixes responses and text is left as it is.
+
+    Args:
+        contents: The contents, oldest first (not modified).
+        bridge: The text of the model turn put between a run's tool results
+            and its other parts (``None``: merge them into one turn).
+
+    Returns:
+        A new list; contents not merged are passed through, not copied.
+    """
+    repeats = set(same_role_repeats(alternation_roles(contents, "gemini")))
+    if not repeats:
+        return list(contents)
+    runs: list[list[types.Content]] = []
+    for index, content in enumerate(contents):
+        if index in repeats:
+            runs[-1].append(content)
+        else:
+            runs.append([content])
+    result: list[types.Content] = []
+    for run in runs:
+        first = run[0]
+        if len(run) == 1:
+            result.append(first)
+            continue
+        parts = [part for content in run for part in content.parts or ()]
+        if first.role == "model":
+            result.append(first.model_copy(update={"parts": parts}))
+            continue
+        responses = [p for p in parts if p.function_response is not None]
+        others = [p for p in parts if p.function_response is None]
+        if bridge is None or not responses or not others:
+            result.append(first.model_copy(update={"parts": responses + others}))
+            continue
+        result += [first.model_copy(update={"parts": responses}),
+                   types.Content(role="model", parts=[types.Part(text=bridge)]),
+                   types.Content(role=first.role, parts=others)]
     return result
 
 

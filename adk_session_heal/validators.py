@@ -12,6 +12,14 @@ finds, in history order, with the text the provider puts in its HTTP 400:
   the API does.
 * :func:`validate_gemini`: ``contents`` (``google.genai.types.Content`` objects
   or their dicts, snake or camel case).
+* :func:`validate_alternation`: strict role alternation over any of these
+  formats, as Amazon Bedrock's Converse API wants it (no two consecutive
+  messages of one role, tool results counted as user turns, and no user turn
+  mixing tool results with text); on by
+  ``strict_alternation=True`` in :func:`validate`, :func:`provider_problems`
+  and :func:`adk_request_problems`. The Anthropic Messages API merges
+  consecutive same-role messages instead, so :func:`validate_anthropic` does
+  not apply it.
 
 The rules themselves live in :mod:`adk_session_heal.provider_rules` (which
 pairs with :func:`~adk_session_heal.pairing.pair`, id-less calls positionally,
@@ -45,15 +53,18 @@ from .provider_rules import (
     AnthropicBlock,
     GeminiContent,
     Provider,
+    alternation_roles,
     anthropic_results_not_first,
     anthropic_turns,
     anthropic_verdict,
     contents_verdict,
     gemini_miscounted,
     gemini_steps,
+    mixed_result_turns,
     openai_chat_steps,
     openai_chat_verdict,
     openai_responses_verdict,
+    same_role_repeats,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +83,7 @@ __all__ = [
     "openai_chat_steps",
     "provider_problems",
     "validate",
+    "validate_alternation",
     "validate_anthropic",
     "validate_gemini",
     "validate_openai_chat",
@@ -80,7 +92,7 @@ __all__ = [
 
 ProblemCode = Literal[
     "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch",
-    "result_not_first",
+    "result_not_first", "role_alternation", "mixed_result_turn",
 ]
 
 OPENAI_UNANSWERED = (
@@ -112,6 +124,16 @@ ANTHROPIC_DUPLICATE = (
     "messages.{index}.content.{block}: each tool_use must have a single result. Found "
     "multiple `tool_result` blocks with id: {id}"
 )
+STRICT_ALTERNATION = (
+    "A conversation must alternate between user and assistant roles. Make sure the "
+    "conversation alternates between user and assistant roles and try again."
+)
+"""Amazon Bedrock Converse's text for two consecutive messages of one role."""
+MIXED_RESULT_TURN = (
+    "messages.{index}.content: Conversation blocks and tool result blocks cannot be "
+    "provided in the same turn."
+)
+"""Amazon Bedrock Converse's text for a user turn mixing tool results and text."""
 GEMINI_CALL_ORDER = (
     "Please ensure that function call turn comes immediately after a user turn or after a "
     "function response turn."
@@ -134,7 +156,9 @@ class Problem:
         code: What is wrong: ``unanswered_call``, ``orphaned_result``,
             ``duplicate_result``, ``turn_order``, ``count_mismatch`` or
             ``result_not_first`` (Anthropic: a result after another block of
-            its turn).
+            its turn), ``role_alternation`` (strict alternation: a message
+            of the same role as the one before it) or ``mixed_result_turn``
+            (strict alternation: tool results and text in one user turn).
         index: Position of the offending message, item or content in the list
             that was checked.
         message: The provider's own error text (formatted as it would send it).
@@ -348,15 +372,54 @@ def validate_gemini(contents: Sequence[GeminiContent]) -> list[Problem]:
     return problems
 
 
+# -- strict alternation ----------------------------------------------------------
+
+
+def validate_alternation(messages: Sequence[Any], provider: Provider) -> list[Problem]:
+    """Checks strict role alternation, as Amazon Bedrock's Converse API wants it.
+
+    Each message whose side (user or assistant; a tool result is a user turn,
+    see :func:`~adk_session_heal.provider_rules.alternation_roles`) is that of
+    the message before it is a ``role_alternation`` problem, and a user turn
+    holding tool results and other content a ``mixed_result_turn`` one
+    (:func:`~adk_session_heal.provider_rules.mixed_result_turns`). A healed
+    history followed by the next user message (call, heal, user text) has a
+    ``role_alternation`` problem: the heal's tool result and the text are two
+    user messages in a row. Merging them makes a mixed turn; for such a
+    provider, put a model turn between them at request time
+    (:func:`~adk_session_heal.request_repair.merge_same_role_contents` with
+    ``bridge``).
+
+    Args:
+        messages: The provider-format list (messages, items or contents).
+        provider: Which format it is.
+
+    Returns:
+        The problems, ordered by index.
+    """
+    problems = [Problem(provider, "role_alternation", index, STRICT_ALTERNATION)
+                for index in same_role_repeats(alternation_roles(messages, provider))]
+    problems += [Problem(provider, "mixed_result_turn", index,
+                         MIXED_RESULT_TURN.format(index=index))
+                 for index in mixed_result_turns(messages, provider)]
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
 # -- one entry point ---------------------------------------------------------------
 
 
-def validate(messages: Sequence[Any], provider: Provider) -> list[Problem]:
+def validate(
+    messages: Sequence[Any], provider: Provider, *, strict_alternation: bool = False
+) -> list[Problem]:
     """Runs the validator of one provider on a request already in its format.
 
     Args:
         messages: The provider-format list (messages, items or contents).
         provider: Which format it is.
+        strict_alternation: Also require strictly alternating roles
+            (:func:`validate_alternation`), for a path that sends the
+            messages unmerged to an API such as Bedrock Converse.
 
     Returns:
         The problems, ordered by index.
@@ -365,17 +428,25 @@ def validate(messages: Sequence[Any], provider: Provider) -> list[Problem]:
         ValueError: For an unknown provider.
     """
     if provider == "openai_chat":
-        return validate_openai_chat(messages)
-    if provider == "openai_responses":
-        return validate_openai_responses(messages)
-    if provider == "anthropic":
-        return validate_anthropic(messages)
-    if provider == "gemini":
-        return validate_gemini(messages)
-    raise ValueError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+        problems = validate_openai_chat(messages)
+    elif provider == "openai_responses":
+        problems = validate_openai_responses(messages)
+    elif provider == "anthropic":
+        problems = validate_anthropic(messages)
+    elif provider == "gemini":
+        problems = validate_gemini(messages)
+    else:
+        raise ValueError(
+            f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    if strict_alternation:
+        problems = sorted(problems + validate_alternation(messages, provider),
+                          key=lambda p: p.index)
+    return problems
 
 
-def provider_problems(history: Sequence[Any], provider: Provider) -> list[Problem]:
+def provider_problems(
+    history: Sequence[Any], provider: Provider, *, strict_alternation: bool = False
+) -> list[Problem]:
     """Would ``provider`` reject this session or request, and why?
 
     Args:
@@ -383,6 +454,8 @@ def provider_problems(history: Sequence[Any], provider: Provider) -> list[Proble
             ``event_data`` column), or ``types.Content`` objects (an
             ``LlmRequest``'s contents), oldest first.
         provider: The format to convert to and check.
+        strict_alternation: Also require strictly alternating roles (see
+            :func:`validate`).
 
     Returns:
         The problems of the converted history; indices refer to the converted
@@ -390,7 +463,8 @@ def provider_problems(history: Sequence[Any], provider: Provider) -> list[Proble
     """
     from .formats import convert
 
-    return validate(convert(history, provider), provider)
+    return validate(convert(history, provider), provider,
+                    strict_alternation=strict_alternation)
 
 
 # -- the request as ADK builds it ---------------------------------------------------
@@ -434,7 +508,7 @@ async def adk_request_contents(session: Session, agent: BaseAgent) -> list[types
 
 
 async def adk_request_problems(
-    session: Session, agent: BaseAgent, provider: Provider
+    session: Session, agent: BaseAgent, provider: Provider, *, strict_alternation: bool = False
 ) -> list[Problem]:
     """Would ``provider`` reject the request ADK builds from this session, and why?
 
@@ -444,8 +518,11 @@ async def adk_request_problems(
         session: The session (see :func:`adk_request_contents`).
         agent: The agent about to call its model.
         provider: The format to convert the request's contents to and check.
+        strict_alternation: Also require strictly alternating roles (see
+            :func:`validate`).
 
     Returns:
         The problems; indices refer to the converted request.
     """
-    return provider_problems(await adk_request_contents(session, agent), provider)
+    return provider_problems(await adk_request_contents(session, agent), provider,
+                             strict_alternation=strict_alternation)

@@ -25,6 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from adk_session_heal.heal_record import HealRecord, HealTrigger
 from adk_session_heal.observe import (
+    DEAD_CALL_SPAN,
+    DEAD_CALLS_METRIC,
     HEAL_SPAN,
     HEALED_CALLS_METRIC,
     HEALS_METRIC,
@@ -75,6 +77,11 @@ class Telemetry:
 
     def heal_spans(self) -> list[ReadableSpan]:
         return [s for s in self.spans.get_finished_spans() if s.name == HEAL_SPAN]
+
+    def dead_call_spans(self) -> list[ReadableSpan]:
+        """The per-call spans, in call-id order."""
+        spans = [s for s in self.spans.get_finished_spans() if s.name == DEAD_CALL_SPAN]
+        return sorted(spans, key=lambda s: str((s.attributes or {})["adk_session_heal.call_id"]))
 
 
 @pytest.fixture
@@ -149,6 +156,40 @@ def test_the_heal_span_is_a_child_of_the_current_span(telemetry: Telemetry) -> N
     assert span.context.trace_id == parent.get_span_context().trace_id
 
 
+def test_each_dead_call_is_one_span_and_one_dead_calls_increment(telemetry: Telemetry) -> None:
+    """A heal of two calls: two dead_call spans under the heal span, dead_calls +1 per call."""
+    report_heal(heal_record(effects=("read_only", "side_effect"),
+                            outcomes=("unknown", "unknown")))
+    base = {"app_name": "weather_app", "reason": "superseded", "trigger": "append",
+            "outcome": "unknown", "resolution": "healed"}
+    assert telemetry.points(DEAD_CALLS_METRIC) == [
+        ({**base, "tool_name": "get_weather", "tool_effect": "read_only"}, 1),
+        ({**base, "tool_name": "get_time", "tool_effect": "side_effect"}, 1),
+    ]
+    [heal] = telemetry.heal_spans()
+    first, second = telemetry.dead_call_spans()
+    for span, call_id, tool, effect in ((first, "call-1", "get_weather", "read_only"),
+                                        (second, "call-2", "get_time", "side_effect")):
+        attributes = dict(span.attributes or {})
+        assert attributes["adk_session_heal.call_id"] == call_id
+        assert attributes["adk_session_heal.tool_name"] == tool
+        assert attributes["adk_session_heal.tool_effect"] == effect
+        assert attributes["adk_session_heal.outcome"] == "unknown"
+        assert attributes["adk_session_heal.resolution"] == "healed"
+        assert attributes["adk_session_heal.synthetic_event_id"] == "e-0002-heal"
+        assert span.parent is not None and heal.context is not None
+        assert span.parent.span_id == heal.context.span_id
+
+
+def test_a_record_without_effects_reports_them_as_unknown(telemetry: Telemetry) -> None:
+    """A record that carries no effects (a ledger row) counts its calls as tool_effect=unknown."""
+    report_heal(heal_record())
+    assert {point[0]["tool_effect"] for point in telemetry.points(DEAD_CALLS_METRIC)} == {
+        "unknown"}
+    assert [dict(s.attributes or {})["adk_session_heal.tool_effect"]
+            for s in telemetry.dead_call_spans()] == ["unknown", "unknown"]
+
+
 class BrokenCounter(NoOpCounter):
     def add(self, amount: int | float, attributes: Any = None, context: Any = None) -> None:
         raise RuntimeError("metrics backend down")
@@ -204,6 +245,91 @@ async def test_a_real_heal_through_the_service_is_counted(telemetry: Telemetry) 
     ]
     [span] = telemetry.heal_spans()
     assert dict(span.attributes or {})["adk_session_heal.session_id"] == session.id
+
+
+TWO_EFFECTS = {"get_weather": "read_only", "charge_card": "side_effect"}
+
+
+def two_dead_calls(start: float) -> Any:
+    """A history whose one call event holds two calls of different effects, then a new turn."""
+    from adk_session_heal.testing import History
+
+    history = History(start=start)
+    history.user("weather in Paris, and pay the booking")
+    history.calls(("get_weather", {"city": "Paris"}), ("charge_card", {"amount": 12}),
+                  ids=["call-w", "call-c"])
+    return history
+
+
+def assert_two_dead_calls(telemetry: Telemetry, trigger: str) -> None:
+    """Two dead_call spans and dead_calls +2, with each call's own tool and effect."""
+    base = {"app_name": "weather_app", "reason": "superseded", "trigger": trigger,
+            "outcome": "unknown", "resolution": "healed"}
+    assert telemetry.points(DEAD_CALLS_METRIC) == [
+        ({**base, "tool_name": "get_weather", "tool_effect": "read_only"}, 1),
+        ({**base, "tool_name": "charge_card", "tool_effect": "side_effect"}, 1),
+    ]
+    assert telemetry.points(HEALS_METRIC) == [
+        ({"app_name": "weather_app", "reason": "superseded", "trigger": trigger}, 1)]
+    [heal] = telemetry.heal_spans()
+    spans = telemetry.dead_call_spans()
+    assert [(dict(s.attributes or {})["adk_session_heal.call_id"],
+             dict(s.attributes or {})["adk_session_heal.tool_name"],
+             dict(s.attributes or {})["adk_session_heal.tool_effect"]) for s in spans] == [
+        ("call-c", "charge_card", "side_effect"), ("call-w", "get_weather", "read_only")]
+    assert heal.context is not None
+    assert all(s.parent is not None and s.parent.span_id == heal.context.span_id
+               for s in spans)
+
+
+async def test_two_dead_calls_healed_by_the_wrapper_are_two_spans(telemetry: Telemetry) -> None:
+    """Through HealingSessionService over ADK's DatabaseSessionService: one span per dead call."""
+    from google.adk.sessions import DatabaseSessionService
+
+    from adk_session_heal.demo import temporary_sqlite_url
+    from adk_session_heal.policy import HealPolicy, ToolEffect
+    from adk_session_heal.service import HealingSessionService
+
+    inner = DatabaseSessionService(temporary_sqlite_url())
+    try:
+        history = two_dead_calls(time.time() - 60)
+        session = await inner.create_session(app_name="weather_app", user_id="u")
+        for event in history.events:
+            await inner.append_event(session, event)
+        policy = HealPolicy(tool_effects={k: ToolEffect(v) for k, v in TWO_EFFECTS.items()})
+        service = HealingSessionService(inner, policy=policy)
+        fresh = await service.get_session(app_name="weather_app", user_id="u",
+                                          session_id=session.id)
+        assert fresh is not None
+        history.user("hello?")
+        await service.append_event(fresh, history.events[-1])
+        assert_two_dead_calls(telemetry, "append")
+    finally:
+        await inner.close()
+
+
+async def test_two_dead_calls_healed_by_repair_are_two_spans(telemetry: Telemetry) -> None:
+    """Through repair() on a SQLite database written by ADK: one span per dead call."""
+    from google.adk.sessions import DatabaseSessionService
+
+    from adk_session_heal.bulk import repair
+    from adk_session_heal.demo import temporary_sqlite_url
+    from adk_session_heal.policy import HealPolicy, ToolEffect
+
+    url = temporary_sqlite_url()
+    inner = DatabaseSessionService(url)
+    try:
+        history = two_dead_calls(time.time() - 600)
+        history.user("hello?")
+        session = await inner.create_session(app_name="weather_app", user_id="u")
+        for event in history.events:
+            await inner.append_event(session, event)
+    finally:
+        await inner.close()
+    policy = HealPolicy(tool_effects={k: ToolEffect(v) for k, v in TWO_EFFECTS.items()})
+    report = await repair(url, policy=policy, ledger=False)
+    assert report.healed == 1
+    assert_two_dead_calls(telemetry, "repair")
 
 
 GLOBAL_SDK_SCRIPT = textwrap.dedent(

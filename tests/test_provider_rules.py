@@ -7,6 +7,7 @@ from typing import Any
 from contents import answers, calls, chat_call, model, user
 
 from adk_session_heal.provider_rules import (
+    alternation_roles,
     anthropic_turns,
     anthropic_verdict,
     call_turn_in_order,
@@ -14,8 +15,10 @@ from adk_session_heal.provider_rules import (
     gemini_miscounted,
     gemini_steps,
     gemini_verdict,
+    mixed_result_turns,
     openai_chat_verdict,
     openai_responses_verdict,
+    same_role_repeats,
     whole,
 )
 from adk_session_heal.testing import unpaired_tool_calls
@@ -110,3 +113,63 @@ def test_scripted_models_check_is_the_contents_rule() -> None:
     fine = [user("q"), calls(("a", "f")), answers(("a", "f")), calls(("b", "f")),
             answers(("b", "f"))]
     assert unpaired_tool_calls(fine) == [] and all(whole(contents_verdict(fine)))
+
+
+HEALED_THEN_USER_ANTHROPIC: list[dict[str, Any]] = [
+    {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]},
+    {"role": "user", "content": [{"type": "text", "text": "hello?"}]},
+]
+
+
+def test_strict_alternation_counts_a_tool_result_as_a_user_turn() -> None:
+    """Anthropic messages user, call, heal result, user: the last user turn repeats its side."""
+    roles = alternation_roles(HEALED_THEN_USER_ANTHROPIC, "anthropic")
+    assert roles == ["user", "assistant", "user", "user"]
+    assert same_role_repeats(roles) == [3]
+
+
+def test_strict_alternation_reads_a_run_of_openai_tool_results_as_one_turn() -> None:
+    """OpenAI Chat: parallel tool messages are one user turn; a user message after them repeats."""
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "weather and time?"},
+        {"role": "assistant", "tool_calls": [chat_call("a"), chat_call("b")]},
+        _tool("a"), _tool("b"),
+        {"role": "user", "content": "hello?"},
+    ]
+    roles = alternation_roles(messages, "openai_chat")
+    assert roles == [None, "user", "assistant", "user", None, "user"]
+    assert same_role_repeats(roles) == [5]
+
+
+def test_strict_alternation_over_responses_items_and_gemini_contents() -> None:
+    """Responses: call/output runs are one turn each; Gemini: function responses are user turns."""
+    items = [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "a", "name": "f"},
+        {"type": "function_call", "call_id": "b", "name": "f"},
+        {"type": "function_call_output", "call_id": "a"},
+        {"type": "function_call_output", "call_id": "b"},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert same_role_repeats(alternation_roles(items, "openai_responses")) == []
+    contents = [user("hi"), calls(("a", "f")), answers(("a", "f")), user("hello?"),
+                model("ok")]
+    assert same_role_repeats(alternation_roles(contents, "gemini")) == [3]
+
+
+def test_a_turn_mixing_tool_results_and_text_is_found_in_anthropic_and_gemini() -> None:
+    """Bedrock's rule: tool results alone in their turn; OpenAI formats cannot mix them."""
+    merged = [*HEALED_THEN_USER_ANTHROPIC[:2], {"role": "user", "content": [
+        *HEALED_THEN_USER_ANTHROPIC[2]["content"], *HEALED_THEN_USER_ANTHROPIC[3]["content"]]}]
+    assert mixed_result_turns(HEALED_THEN_USER_ANTHROPIC, "anthropic") == []
+    assert mixed_result_turns(merged, "anthropic") == [2]
+    mixed = answers(("a", "f")).model_copy(update={"parts": [
+        *(answers(("a", "f")).parts or ()), *(user("hello?").parts or ())]})
+    assert mixed_result_turns([user("hi"), calls(("a", "f")), answers(("a", "f"))],
+                              "gemini") == []
+    assert mixed_result_turns([user("hi"), calls(("a", "f")), mixed], "gemini") == [2]
+    assert mixed_result_turns([_tool("a"), {"role": "user", "content": "x"}],
+                              "openai_chat") == []

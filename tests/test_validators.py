@@ -14,6 +14,8 @@ from adk_session_heal.testing import History
 from adk_session_heal.validators import (
     PROVIDERS,
     provider_problems,
+    validate,
+    validate_alternation,
     validate_anthropic,
     validate_gemini,
     validate_openai_chat,
@@ -220,3 +222,51 @@ def test_anthropic_wants_tool_results_at_the_beginning_of_the_merged_user_turn()
     result_first = [{"role": "user", "content": "go"}, call, result,
                     {"role": "user", "content": "hi?"}]
     assert validate_anthropic(result_first) == []
+
+
+def _healed_then_user() -> History:
+    """user, call, heal (a synthetic tool result, role user), the user's next message."""
+    from adk_session_heal.policy import DEFAULT_PAYLOAD
+
+    history = History()
+    history.user("weather in Paris?")
+    call_id = history.call("get_weather", {"city": "Paris"})
+    history.respond((call_id, "get_weather", DEFAULT_PAYLOAD))
+    history.user("hello?")
+    return history
+
+
+def test_a_healed_history_then_a_user_message_breaks_only_strict_alternation() -> None:
+    """Anthropic merges heal result + next user text (valid); strict alternation rejects them."""
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+        {"role": "user", "content": [{"type": "text", "text": "hello?"}]},
+    ]
+    assert validate_anthropic(messages) == []
+    assert validate(messages, "anthropic") == []
+    [problem] = validate(messages, "anthropic", strict_alternation=True)
+    assert (problem.provider, problem.code, problem.index) == ("anthropic", "role_alternation", 3)
+    assert problem.message.startswith("A conversation must alternate between user and assistant")
+    merged = [*messages[:2], {"role": "user", "content": [*messages[2]["content"],
+                                                           *messages[3]["content"]]}]
+    assert validate(merged, "anthropic") == []
+    [mixed] = validate(merged, "anthropic", strict_alternation=True)
+    assert (mixed.code, mixed.index) == ("mixed_result_turn", 2)
+    assert "Conversation blocks and tool result blocks" in mixed.message
+    bridged = [*messages[:3], {"role": "assistant", "content": "Noted."}, messages[3]]
+    assert validate(bridged, "anthropic", strict_alternation=True) == []
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_strict_alternation_flags_the_message_after_a_heal_in_every_format(
+    provider: Any,
+) -> None:
+    """A healed history then a user message: valid by default, one repeat under strict mode."""
+    events = _healed_then_user().events
+    assert provider_problems(events, provider) == []
+    problems = provider_problems(events, provider, strict_alternation=True)
+    assert [p.code for p in problems] == ["role_alternation"]
+    assert validate_alternation(convert(events, provider), provider) == problems

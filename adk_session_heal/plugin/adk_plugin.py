@@ -21,7 +21,7 @@ from google.genai import types
 
 from ..findings import CallStatus, classify
 from ..policy import HealPolicy
-from ..request_repair import NOTHING_PENDING, Pending
+from ..request_repair import NOTHING_PENDING, Pending, merge_same_role_contents
 from .window import ContentCounter, ContextWindow, Repair, content_chars
 
 __all__ = ["ToolAwareContextFilterPlugin", "pending_calls"]
@@ -61,6 +61,14 @@ class ToolAwareContextFilterPlugin(BasePlugin):
         hysteresis: Trim by count only once N + hysteresis invocations exist.
         heal: Answer unanswered calls in the request (not persisted), with this
             policy's payload (``True``: the default payload).
+        strict_alternation: Last, make consecutive contents of one role one
+            turn (:func:`~adk_session_heal.request_repair.merge_same_role_contents`),
+            for a model path that sends one message per content to an API
+            wanting strictly alternating roles. Request only; stored events
+            are never changed.
+        alternation_bridge: With ``strict_alternation``, keep tool results
+            and text in separate user turns with a model turn of this text
+            between them (Bedrock Converse rejects a turn mixing them).
         name: The plugin's name.
     """
 
@@ -75,9 +83,13 @@ class ToolAwareContextFilterPlugin(BasePlugin):
         protected_prefix: int = 0,
         hysteresis: int = 1,
         heal: HealPolicy | bool = False,
+        strict_alternation: bool = False,
+        alternation_bridge: str | None = None,
         name: str = "tool_aware_context_filter",
     ) -> None:
         super().__init__(name)
+        self.strict_alternation = strict_alternation
+        self.alternation_bridge = alternation_bridge
         self.window = ContextWindow(
             num_invocations_to_keep=num_invocations_to_keep,
             budget=budget,
@@ -101,6 +113,8 @@ class ToolAwareContextFilterPlugin(BasePlugin):
         try:
             pending = pending_calls(callback_context) if window.heal else NOTHING_PENDING
             contents = window.apply(llm_request.contents, pending)
+            if self.strict_alternation:
+                contents = merge_same_role_contents(contents, bridge=self.alternation_bridge)
         except Exception:  # fail open: a filter must never break the agent
             logger.exception("Tool-aware context filter failed; request left unfiltered")
             return None

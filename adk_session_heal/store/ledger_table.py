@@ -114,6 +114,9 @@ def record_from_row(row: Any) -> HealRecord:
         reason=row.reason,
         trigger=HealTrigger(row.trigger),
         healed_at=float(row.healed_at),
+        # Kept by the Redis ledger only; the SQL table has no columns for them yet.
+        effects=tuple(json.loads(getattr(row, "effects", None) or "[]")),
+        outcomes=tuple(json.loads(getattr(row, "outcomes", None) or "[]")),
     )
 
 

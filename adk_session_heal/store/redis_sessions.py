@@ -470,7 +470,9 @@ class RedisHealLedger:
             return
         async with self._client.pipeline(transaction=True) as pipe:
             for record in records:
-                pipe.hsetnx(self.key, _ledger_field(record), json.dumps(ledger_row(record)))
+                value = {**ledger_row(record), "effects": json.dumps(list(record.effects)),
+                         "outcomes": json.dumps(list(record.outcomes))}
+                pipe.hsetnx(self.key, _ledger_field(record), json.dumps(value))
             await pipe.execute()
 
     async def history(

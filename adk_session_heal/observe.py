@@ -137,6 +137,19 @@ def _current_instruments() -> _Instruments:
     return _instruments
 
 
+def _span_attributes(record: HealRecord) -> dict[str, str]:
+    """The attributes the heal span and each dead-call span share."""
+    return {
+        "adk_session_heal.app_name": record.app_name,
+        "adk_session_heal.session_id": record.session_id,
+        "adk_session_heal.invocation_id": record.invocation_id,
+        "adk_session_heal.call_event_id": record.call_event_id,
+        "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
+        "adk_session_heal.reason": record.reason,
+        "adk_session_heal.trigger": record.trigger.value,
+    }
+
+
 def _record_telemetry(record: HealRecord) -> None:
     instruments = _current_instruments()
     attributes = {
@@ -152,16 +165,10 @@ def _record_telemetry(record: HealRecord) -> None:
         HEAL_SPAN,
         start_time=start,
         attributes={
-            "adk_session_heal.app_name": record.app_name,
+            **_span_attributes(record),
             "adk_session_heal.user_id": record.user_id,
-            "adk_session_heal.session_id": record.session_id,
-            "adk_session_heal.invocation_id": record.invocation_id,
-            "adk_session_heal.call_event_id": record.call_event_id,
-            "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
             "adk_session_heal.call_ids": list(record.call_ids),
             "adk_session_heal.tool_names": list(record.tool_names),
-            "adk_session_heal.reason": record.reason,
-            "adk_session_heal.trigger": record.trigger.value,
         },
     )
     try:
@@ -195,18 +202,12 @@ def _record_dead_calls(
             context=parent,
             start_time=start,
             attributes={
-                "adk_session_heal.app_name": record.app_name,
-                "adk_session_heal.session_id": record.session_id,
-                "adk_session_heal.invocation_id": record.invocation_id,
-                "adk_session_heal.call_event_id": record.call_event_id,
-                "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
+                **_span_attributes(record),
                 "adk_session_heal.call_id": call_id,
                 "adk_session_heal.tool_name": tool_name,
                 "adk_session_heal.tool_effect": effect,
                 "adk_session_heal.outcome": outcome,
                 "adk_session_heal.resolution": RESOLUTION_HEALED,
-                "adk_session_heal.reason": record.reason,
-                "adk_session_heal.trigger": record.trigger.value,
             },
         )
         span.end(end_time=max(start, time.time_ns()))

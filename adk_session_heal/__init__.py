@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
     from .session_key import SessionKey
     from .store import SessionFilter
     from .tool_effects import tool_effects_from
+    from .tool_run_plugin import ToolRunLedgerPlugin
     from .validators import Problem, provider_problems, validate
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "StoreError",
     "ToolAwareContextFilterPlugin",
     "ToolEffect",
+    "ToolRunLedgerPlugin",
     "apply_plan",
     "classify",
     "plan_repair",
@@ -127,6 +129,7 @@ _PUBLIC = {
     "StoreError": "errors",
     "ToolAwareContextFilterPlugin": "plugin",
     "ToolEffect": "policy",
+    "ToolRunLedgerPlugin": "tool_run_plugin",
     "apply_plan": "bulk",
     "classify": "findings",
     "plan_repair": "bulk",

@@ -50,7 +50,7 @@ from .session_key import SessionKey
 from .store import DamagedRow, SessionFilter, SessionStore, open_store
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
-from .store.ledger_table import LEDGER_HEAD_REVISION
+from .store.ledger_table import HEAL_LEDGER_REVISIONS
 from .store.urls import StoreUrl
 
 __all__ = [
@@ -212,7 +212,7 @@ def _batches(
 
 async def _check_ledger(store: SessionStore) -> None:
     revision = await store.ledger_revision()
-    if revision != LEDGER_HEAD_REVISION:
+    if revision not in HEAL_LEDGER_REVISIONS:
         raise LedgerError(missing_ledger_message(store, revision))
 
 

@@ -19,6 +19,8 @@ from typing import Any
 __all__ = [
     "DEFAULT_CLOCK_SKEW",
     "DEFAULT_PAYLOAD",
+    "LEDGER_ERRORS",
+    "NOT_STARTED_ERROR",
     "RETRY_SAFE_ERRORS",
     "UNSAFE_RETRY_ERROR",
     "CallOutcome",
@@ -56,12 +58,20 @@ class ToolEffect(str, enum.Enum):
 class CallOutcome(str, enum.Enum):
     """What is known of a dead call's run.
 
-    Only ``UNKNOWN`` today: nothing records whether a tool started or finished
-    before the process died, so a dead call may have done its work or not.
+    Without the tool-run ledger (:mod:`adk_session_heal.tool_runs`) nothing
+    records whether a tool started or finished before its process died, so
+    every dead call is ``UNKNOWN``; with it,
+    :func:`~adk_session_heal.tool_runs.run_outcome` tells the other three apart.
     """
 
     UNKNOWN = "unknown"
-    """The call may not have started, may have failed, or may have completed."""
+    """No ledger: the call may not have started, may have failed, or may have completed."""
+    NOT_STARTED = "not_started"
+    """The ledger holds no start record: the tool never ran."""
+    MAY_HAVE_RUN = "may_have_run"
+    """Started, then its lease expired (or it failed) with no result: it may have done its work."""
+    FINISHED_RESULT_LOST = "finished_result_lost"
+    """The tool returned, but its response never reached the session."""
 
 
 RETRY_SAFE_ERRORS: Mapping[ToolEffect, str] = {
@@ -83,28 +93,52 @@ UNSAFE_RETRY_ERROR = (
 """The ``error`` a heal of a call with side effects, or of unknown effect, carries."""
 
 
+NOT_STARTED_ERROR = "Tool execution did not start (the tool never ran); it is safe to retry."
+"""The ``error`` of a heal whose call the tool-run ledger shows never started."""
+
+LEDGER_ERRORS: Mapping[CallOutcome, str] = {
+    CallOutcome.MAY_HAVE_RUN: (
+        "Tool execution started but never finished; it may have completed. Check the system "
+        "before retrying; do not repeat it blindly."
+    ),
+    CallOutcome.FINISHED_RESULT_LOST: (
+        "Tool execution finished, but its result was lost; it has completed. Check the "
+        "system for its result; do not repeat it blindly."
+    ),
+}
+"""The ``error`` of a heal of a side-effect (or undeclared) tool's call, per ledger outcome."""
+
+
 def effect_payload(
     effect: ToolEffect = ToolEffect.UNKNOWN, outcome: CallOutcome = CallOutcome.UNKNOWN
 ) -> dict[str, Any]:
     """Returns the default synthetic response for a dead call of a tool with ``effect``.
 
-    ``{"error": <wording for the effect>, "outcome": "unknown", "safe_to_retry": <bool>}``;
-    ``safe_to_retry`` is true only for ``read_only`` and ``idempotent`` tools.
-    A payload function can start from it (``{**effect_payload(call.effect), ...}``).
+    ``{"error": <wording>, "outcome": <outcome>, "safe_to_retry": <bool>}``.
+    ``safe_to_retry`` is true for ``read_only`` and ``idempotent`` tools, and
+    for a call the tool-run ledger shows never started (``not_started``). The
+    wording follows: a call that never started says so; a retry-safe tool's
+    says it is safe to retry; any other (side effects, or undeclared) says it
+    may have completed (or, ``finished_result_lost``, that it did) and must
+    not be repeated blindly. A payload function can start from it
+    (``{**effect_payload(call.effect), ...}``).
 
     Args:
         effect: What the tool does (``UNKNOWN`` is worded as ``SIDE_EFFECT``).
-        outcome: What is known of the run (only ``UNKNOWN`` today).
+        outcome: What is known of the run (``UNKNOWN`` without the tool-run
+            ledger; see :func:`~adk_session_heal.tool_runs.run_outcome`).
 
     Returns:
         A new dict.
     """
-    effect = ToolEffect(effect)
-    return {
-        "error": RETRY_SAFE_ERRORS.get(effect, UNSAFE_RETRY_ERROR),
-        "outcome": CallOutcome(outcome).value,
-        "safe_to_retry": effect.safe_to_retry,
-    }
+    effect, outcome = ToolEffect(effect), CallOutcome(outcome)
+    if outcome is CallOutcome.NOT_STARTED:
+        error, safe = NOT_STARTED_ERROR, True
+    elif effect.safe_to_retry:
+        error, safe = RETRY_SAFE_ERRORS[effect], True
+    else:
+        error, safe = LEDGER_ERRORS.get(outcome, UNSAFE_RETRY_ERROR), False
+    return {"error": error, "outcome": outcome.value, "safe_to_retry": safe}
 
 
 DEFAULT_PAYLOAD: Mapping[str, Any] = effect_payload(ToolEffect.UNKNOWN)

@@ -122,8 +122,9 @@ README = Path(__file__).parents[1] / "README.md"
 
 
 def side_effects_blocks() -> list[str]:
-    """The Python blocks of README's "Side effects and retries" section."""
+    """The Python blocks of README's "Side effects and retries" section (not its subsections)."""
     section = README.read_text().split("\n## Side effects and retries\n", 1)[1].split("\n## ")[0]
+    section = section.split("\n### ")[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 

@@ -40,6 +40,7 @@ from ..heal_record import HealRecord
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import (
+    HEAL_LEDGER_REVISIONS,
     LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
     insert_ledger_rows,
@@ -166,7 +167,7 @@ class SqlHealLedger:
                 await insert_ledger_rows(own, rows)
         except SQLAlchemyError as exc:
             revision = await self.revision()
-            if revision != LEDGER_HEAD_REVISION:
+            if revision not in HEAL_LEDGER_REVISIONS:
                 raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
             raise LedgerError(
                 f"cannot record heals in {self._where()}: {type(exc).__name__}"
@@ -185,7 +186,7 @@ class SqlHealLedger:
     async def check(self) -> None:
         """Raises :class:`LedgerError` unless the ledger is installed and current."""
         revision = await self.revision()
-        if revision != LEDGER_HEAD_REVISION:
+        if revision not in HEAL_LEDGER_REVISIONS:
             raise LedgerError(missing_ledger_message(self._where(), revision))
 
     async def history(

@@ -36,10 +36,12 @@ from ..heal_record import HealRecord, HealTrigger
 from .dialects import insert_new_rows
 
 __all__ = [
+    "HEAL_LEDGER_REVISIONS",
     "LEDGER_HEAD_REVISION",
     "LEDGER_TABLE",
     "LEDGER_TABLE_NAME",
     "LEDGER_VERSION_TABLE",
+    "TOOL_RUNS_REVISIONS",
     "insert_ledger_rows",
     "ledger_row",
     "read_ledger_revision",
@@ -51,9 +53,19 @@ LEDGER_TABLE_NAME = "adk_session_heal_ledger"
 
 LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
-LEDGER_HEAD_REVISION = "0001"
-"""The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 """Name of the table where this package's migrations keep their revision."""
+
+LEDGER_HEAD_REVISION = "0002"
+"""The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
+
+HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002"})
+"""Revisions at which the heal ledger table is the one this code reads and writes.
+
+``0002`` added the tool-run table and left the heal ledger as ``0001`` made it,
+so a database not yet upgraded keeps recording heals."""
+
+TOOL_RUNS_REVISIONS = frozenset({"0002"})
+"""Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()

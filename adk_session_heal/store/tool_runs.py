@@ -1,0 +1,232 @@
+"""The tool-run ledger's SQL writer: one row per tool call, in the session database.
+
+The table ``adk_session_heal_tool_runs`` is created by migration ``0002``
+(``adk-session-heal db upgrade URL``) beside the heal ledger, in the database
+the sessions live in (also an ADK ``SqliteSessionService`` file, whose own
+tables it leaves alone). Its key is the session's plus the function-call id.
+
+Every method is one short transaction of its own, committed before it returns:
+:meth:`SqlToolRunLedger.start` (before the tool runs), :meth:`~SqlToolRunLedger.renew`
+(the heartbeat), :meth:`~SqlToolRunLedger.finish`. The rows written carry the
+attempt they belong to, so a heartbeat or a finish of an older attempt of the
+same call id (a resumed run) never overwrites a newer one. The pure meaning of
+a row is :mod:`adk_session_heal.tool_runs`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import LedgerError
+from ..session_key import SessionKey
+from ..tool_runs import RunState, ToolRun
+from .driver_errors import CONNECT_ERRORS, translate_error
+from .engines import TimeoutArg, Timeouts, create_store_engine
+from .ledger_table import TOOL_RUNS_REVISIONS, read_ledger_revision
+from .urls import StoreUrl, parse_store_url
+
+__all__ = ["TOOL_RUNS_TABLE", "SqlToolRunLedger"]
+
+_KEY = 128
+TOOL_RUNS_TABLE = Table(
+    "adk_session_heal_tool_runs",
+    MetaData(),
+    Column("app_name", String(_KEY), primary_key=True),
+    Column("user_id", String(_KEY), primary_key=True),
+    Column("session_id", String(_KEY), primary_key=True),
+    Column("call_id", String(_KEY), primary_key=True),
+    Column("tool_name", String(256), nullable=False),
+    Column("invocation_id", String(256), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("lease_until", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+    Column("result", Text, nullable=True),
+    Column("result_truncated", Boolean, nullable=False),
+)
+"""The tool-run table (revision ``0002``; the migration is a frozen copy of it)."""
+
+
+def _where(key: SessionKey, call_id: str) -> Any:
+    table = TOOL_RUNS_TABLE.c
+    return and_(table.app_name == key.app_name, table.user_id == key.user_id,
+                table.session_id == key.session_id, table.call_id == call_id)
+
+
+def _run(row: Any) -> ToolRun:
+    return ToolRun(
+        app_name=row.app_name, user_id=row.user_id, session_id=row.session_id,
+        call_id=row.call_id, tool_name=row.tool_name, invocation_id=row.invocation_id,
+        state=RunState(row.state), host=row.host, pid=int(row.pid), attempt=int(row.attempt),
+        started_at=float(row.started_at), lease_until=float(row.lease_until),
+        finished_at=None if row.finished_at is None else float(row.finished_at),
+        result=None if row.result is None else json.loads(row.result),
+        result_truncated=bool(row.result_truncated),
+    )
+
+
+class SqlToolRunLedger:
+    """Writes and reads tool runs in the session database's ``adk_session_heal_tool_runs``.
+
+    Args:
+        engine: An async engine on the session database (e.g. a
+            ``DatabaseSessionService``'s ``db_engine``).
+        owns_engine: Dispose the engine on :meth:`close`.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
+        self.engine = engine
+        self._owns_engine = owns_engine
+        self._url: StoreUrl | None = None
+
+    @classmethod
+    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None) -> SqlToolRunLedger:
+        """Opens the tool-run ledger of the session database at ``url`` (any accepted form)."""
+        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+        engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
+        ledger = cls(engine, owns_engine=True)
+        ledger._url = store_url
+        return ledger
+
+    def _name(self) -> str:
+        return str(self._url) if self._url else "the session database"
+
+    async def check(self) -> None:
+        """Raises :class:`LedgerError` unless the tool-run table is installed (revision 0002+)."""
+        try:
+            async with self.engine.connect() as conn:
+                revision = await read_ledger_revision(conn)
+        except CONNECT_ERRORS as exc:
+            if self._url is None:
+                raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
+            raise translate_error(exc, self._url, "read") from exc
+        if revision not in TOOL_RUNS_REVISIONS:
+            raise LedgerError(
+                f"no tool-run ledger in {self._name()} (ledger revision {revision!r}): run "
+                f"`adk-session-heal db upgrade {self._name()}` once to create it")
+
+    async def _write(self, statement: Any, doing: str) -> int:
+        try:
+            async with self.engine.begin() as conn:
+                result = await conn.execute(statement)
+                return int(result.rowcount)
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"cannot {doing} in {self._name()}: {type(exc).__name__}") from exc
+
+    async def start(self, run: ToolRun) -> int:
+        """Records that a tool is about to run; returns the attempt number recorded.
+
+        A new call id is inserted (attempt 1); a call id seen before (a run
+        resumed or repeated) becomes a new attempt, its old result cleared.
+
+        Raises:
+            LedgerError: The record could not be written (the tool must not run).
+        """
+        key = SessionKey(run.app_name, run.user_id, run.session_id)
+        values = {
+            "tool_name": run.tool_name, "invocation_id": run.invocation_id,
+            "state": RunState.STARTED.value, "host": run.host, "pid": run.pid,
+            "started_at": run.started_at, "lease_until": run.lease_until,
+            "finished_at": None, "result": None, "result_truncated": False,
+        }
+        table = TOOL_RUNS_TABLE
+        try:
+            async with self.engine.begin() as conn:
+                for _ in range(2):  # a concurrent first start makes the insert collide once
+                    found = (await conn.execute(
+                        select(table.c.attempt).where(_where(key, run.call_id)))).scalar()
+                    if found is not None:
+                        attempt = int(found) + 1
+                        await conn.execute(update(table).where(_where(key, run.call_id))
+                                           .values(attempt=attempt, **values))
+                        return attempt
+                    try:
+                        async with conn.begin_nested():
+                            await conn.execute(insert(table).values(
+                                app_name=run.app_name, user_id=run.user_id,
+                                session_id=run.session_id, call_id=run.call_id,
+                                attempt=1, **values))
+                        return 1
+                    except IntegrityError:
+                        continue
+        except SQLAlchemyError as exc:
+            raise LedgerError(
+                f"cannot record a tool start in {self._name()}: {type(exc).__name__}") from exc
+        raise LedgerError(f"cannot record a tool start in {self._name()}: the row kept changing")
+
+    async def renew(self, run: ToolRun, lease_until: float) -> bool:
+        """Pushes a running attempt's lease to ``lease_until``; ``False`` if it is not running."""
+        table = TOOL_RUNS_TABLE
+        key = SessionKey(run.app_name, run.user_id, run.session_id)
+        count = await self._write(
+            update(table).where(_where(key, run.call_id), table.c.attempt == run.attempt,
+                                table.c.state == RunState.STARTED.value)
+            .values(lease_until=lease_until), "renew a tool lease")
+        return count > 0
+
+    async def finish(self, run: ToolRun, state: RunState, finished_at: float,
+                     result: str | None, truncated: bool) -> bool:
+        """Records how an attempt ended; ``False`` if a newer attempt replaced it.
+
+        Args:
+            run: The attempt (its ``attempt`` as :meth:`start` returned it).
+            state: ``FINISHED`` or ``FAILED``.
+            finished_at: When.
+            result: The stored result's JSON
+                (:func:`~adk_session_heal.tool_runs.stored_result`), or ``None``.
+            truncated: The result was too large to keep.
+        """
+        table = TOOL_RUNS_TABLE
+        key = SessionKey(run.app_name, run.user_id, run.session_id)
+        count = await self._write(
+            update(table).where(_where(key, run.call_id), table.c.attempt == run.attempt)
+            .values(state=state.value, finished_at=finished_at, lease_until=finished_at,
+                    result=result, result_truncated=truncated), "record a tool's end")
+        return count > 0
+
+    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
+                   ) -> dict[str, ToolRun]:
+        """Returns the session's tool runs by call id (only ``call_ids`` when given)."""
+        table = TOOL_RUNS_TABLE
+        statement = select(table).where(table.c.app_name == key.app_name,
+                                        table.c.user_id == key.user_id,
+                                        table.c.session_id == key.session_id)
+        if call_ids is not None:
+            wanted = sorted(set(call_ids))
+            if not wanted:
+                return {}
+            statement = statement.where(table.c.call_id.in_(wanted))
+        try:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(statement)).all()
+        except SQLAlchemyError as exc:
+            raise LedgerError(
+                f"cannot read tool runs in {self._name()}: {type(exc).__name__}") from exc
+        return {row.call_id: _run(row) for row in rows}
+
+    async def close(self) -> None:
+        """Disposes the engine if this ledger created it."""
+        if self._owns_engine:
+            await self.engine.dispose()

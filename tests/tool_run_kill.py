@@ -1,0 +1,65 @@
+"""A real Runner with the tool-run ledger, to be killed: ``tool_run_kill.py URL SESSION MARKER AT``.
+
+AT is ``during_tool`` (the tool touches MARKER, then sleeps) or
+``after_finish`` (a later plugin's ``after_tool_callback`` touches MARKER once
+the ledger recorded the finish, before the response event is stored, then
+sleeps). The test SIGKILLs the process once MARKER exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
+from google.genai import types
+from stores import APP, USER, Store
+
+from adk_session_heal.store.tool_runs import SqlToolRunLedger
+from adk_session_heal.testing import ScriptedModel
+from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
+
+
+class _StopAfterFinish(BasePlugin):
+    """Touches the marker after the ledger plugin recorded the finish, then hangs."""
+
+    def __init__(self, marker: Path) -> None:
+        super().__init__("stop_after_finish")
+        self.marker = marker
+
+    async def after_tool_callback(self, **_: Any) -> None:
+        self.marker.touch()
+        await asyncio.sleep(3600)
+
+
+async def main(url: str, session_id: str, marker: str, at: str) -> None:
+    path = Path(marker)
+
+    async def charge_card(amount: int) -> dict[str, str]:
+        """Charges a card."""
+        if at == "during_tool":
+            path.touch()
+            await asyncio.sleep(3600)
+        return {"status": "charged"}
+
+    kind = "adk_sqlite" if url.startswith("sqlite:///") else "other"
+    service = Store(kind, url).service()
+    ledger = SqlToolRunLedger.from_url(url)
+    plugins: list[BasePlugin] = [ToolRunLedgerPlugin(ledger, lease_seconds=2.0)]
+    if at == "after_finish":
+        plugins.append(_StopAfterFinish(path))
+    model = ScriptedModel(script=[ScriptedModel.call("charge_card", {"amount": 5}),
+                                  ScriptedModel.say("done")])
+    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[charge_card]),
+                    session_service=service, plugins=plugins)
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+    async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message):
+        pass
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))

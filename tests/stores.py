@@ -28,6 +28,8 @@ from sqlalchemy import insert, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from adk_session_heal.adk_compat import timestamp_to_column
+from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.migrate import upgrade
 from adk_session_heal.store.adk_sqlite import insert_sqlite_events, sqlite_event_row
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
 from adk_session_heal.testing import History
@@ -261,3 +263,15 @@ async def bulk_fill(store: Store, histories: list[History], *, app: str = APP,
     finally:
         await engine.dispose()
 
+
+
+@pytest.fixture(name="tool_run_ledger")
+async def tool_run_ledger_fixture(adk_store: Store) -> AsyncIterator[SqlToolRunLedger]:
+    """The store's tool-run ledger, its table created by `db upgrade` once ADK made its own."""
+    service = adk_store.service()
+    await service.list_sessions(app_name=APP, user_id=USER)  # ADK creates its tables
+    await close(service)
+    await upgrade(adk_store.url)
+    runs = SqlToolRunLedger.from_url(adk_store.url)
+    yield runs
+    await runs.close()

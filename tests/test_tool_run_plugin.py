@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,15 @@ import pytest
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.genai import types
-from stores import APP, USER, Store, adk_store_fixture, close  # noqa: F401
+from stores import (  # noqa: F401
+    APP,
+    USER,
+    Store,
+    adk_store_fixture,
+    close,
+    tool_run_ledger_fixture,
+)
 
-from adk_session_heal import migrate
 from adk_session_heal.policy import CallOutcome
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store.tool_runs import SqlToolRunLedger
@@ -27,18 +32,6 @@ from adk_session_heal.tool_run_plugin import NOT_RECORDED_ERROR, ToolRunLedgerPl
 from adk_session_heal.tool_runs import RunState, ToolRun, run_outcome
 
 KILL_SCRIPT = Path(__file__).with_name("tool_run_kill.py")
-
-
-@pytest.fixture
-async def ledger(adk_store: Store) -> AsyncIterator[SqlToolRunLedger]:
-    """The store's tool-run ledger, its table created by `db upgrade` once ADK made its own."""
-    service = adk_store.service()
-    await service.list_sessions(app_name=APP, user_id=USER)  # ADK creates its tables
-    await close(service)
-    await migrate.upgrade(adk_store.url)
-    runs = SqlToolRunLedger.from_url(adk_store.url)
-    yield runs
-    await runs.close()
 
 
 async def _run(store: Store, tool: Any, plugin: ToolRunLedgerPlugin,
@@ -66,13 +59,13 @@ def _only(runs: dict[str, ToolRun]) -> ToolRun:
 
 
 async def test_start_is_committed_before_the_tool_runs_and_the_result_after(
-        adk_store: Store, ledger: SqlToolRunLedger) -> None:
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
     """In the tool its record is started with a live lease; after, finished, result redacted."""
     seen: list[ToolRun] = []
 
     async def charge_card(amount: int) -> dict[str, Any]:
         """Charges a card."""
-        runs = await ledger.runs(key)  # its own connection: committed rows only
+        runs = await tool_run_ledger.runs(key)  # its own connection: committed rows only
         seen.append(_only(runs))
         return {"status": "charged", "amount": amount, "api_token": "tok-123"}
 
@@ -84,7 +77,7 @@ async def test_start_is_committed_before_the_tool_runs_and_the_result_after(
                                   ScriptedModel.say("done")])
     service = adk_store.service()
     runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[charge_card]),
-                    session_service=service, plugins=[ToolRunLedgerPlugin(ledger)])
+                    session_service=service, plugins=[ToolRunLedgerPlugin(tool_run_ledger)])
     async for _ in runner.run_async(user_id=USER, session_id=session.id,
                                     new_message=types.Content(role="user",
                                                               parts=[types.Part(text="go")])):
@@ -97,7 +90,7 @@ async def test_start_is_committed_before_the_tool_runs_and_the_result_after(
     assert during.state is RunState.STARTED and during.call_id == call_ids[0]
     assert during.lease_alive(time.time()) and during.attempt == 1
     assert during.tool_name == "charge_card" and during.pid == os.getpid()
-    after = _only(await ledger.runs(key))
+    after = _only(await tool_run_ledger.runs(key))
     assert after.state is RunState.FINISHED and after.finished_at is not None
     assert after.result == {"status": "charged", "amount": 5, "api_token": "***"}
     assert not after.result_truncated
@@ -105,7 +98,7 @@ async def test_start_is_committed_before_the_tool_runs_and_the_result_after(
 
 
 async def test_heartbeat_keeps_a_long_tool_alive(adk_store: Store,
-                                                 ledger: SqlToolRunLedger) -> None:
+                                                 tool_run_ledger: SqlToolRunLedger) -> None:
     """A tool running for several leases keeps its lease alive: it is never judged dead."""
     leases: list[tuple[float, float]] = []
 
@@ -113,7 +106,7 @@ async def test_heartbeat_keeps_a_long_tool_alive(adk_store: Store,
         """Runs for longer than its lease."""
         for _ in range(4):
             await asyncio.sleep(0.4)
-            runs = await ledger.runs(SessionKey(APP, USER, session_id_box[0]))
+            runs = await tool_run_ledger.runs(SessionKey(APP, USER, session_id_box[0]))
             run = _only(runs)
             leases.append((time.time(), run.lease_until))
             assert run_outcome(run, time.time()) is None  # still running: never healed
@@ -127,7 +120,7 @@ async def test_heartbeat_keeps_a_long_tool_alive(adk_store: Store,
     model = ScriptedModel(script=[ScriptedModel.call("slow_report", {"job": "q3"}),
                                   ScriptedModel.say("done")])
     service = adk_store.service()
-    plugin = ToolRunLedgerPlugin(ledger, lease_seconds=0.6)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.6)
     runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[slow_report]),
                     session_service=service, plugins=[plugin])
     async for _ in runner.run_async(user_id=USER, session_id=session.id,
@@ -138,11 +131,12 @@ async def test_heartbeat_keeps_a_long_tool_alive(adk_store: Store,
     assert len(leases) == 4
     assert all(now < until for now, until in leases)  # 1.6 s of work on a 0.6 s lease
     assert leases[-1][1] > leases[0][1]  # the heartbeat moved it
-    assert _only(await ledger.runs(SessionKey(APP, USER, session.id))).state is RunState.FINISHED
+    final = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
+    assert final.state is RunState.FINISHED
 
 
 async def test_a_failing_tool_is_recorded_failed_with_its_type_only(
-        adk_store: Store, ledger: SqlToolRunLedger) -> None:
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
     """A tool that raises leaves `failed` and the exception's type, never its text."""
 
     async def deploy(service_name: str) -> dict[str, str]:
@@ -154,32 +148,32 @@ async def test_a_failing_tool_is_recorded_failed_with_its_type_only(
     model = ScriptedModel(script=[ScriptedModel.call("deploy", {"service_name": "web"}),
                                   ScriptedModel.say("done")])
     runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[deploy]),
-                    session_service=service, plugins=[ToolRunLedgerPlugin(ledger)])
+                    session_service=service, plugins=[ToolRunLedgerPlugin(tool_run_ledger)])
     with pytest.raises(RuntimeError):
         async for _ in runner.run_async(user_id=USER, session_id=session.id,
                                         new_message=types.Content(role="user",
                                                                   parts=[types.Part(text="go")])):
             pass
     await close(service)
-    run = _only(await ledger.runs(SessionKey(APP, USER, session.id)))
+    run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
     assert run.state is RunState.FAILED and run.result == {"error_type": "RuntimeError"}
     assert run_outcome(run, time.time()) is CallOutcome.MAY_HAVE_RUN
 
 
 async def test_a_large_result_is_not_kept_in_part(adk_store: Store,
-                                                  ledger: SqlToolRunLedger) -> None:
+                                                  tool_run_ledger: SqlToolRunLedger) -> None:
     """A result over max_result_bytes is marked truncated and not stored at all."""
 
     async def export(rows: int) -> dict[str, Any]:
         """Exports rows."""
         return {"rows": ["x" * 100] * rows}
 
-    _, _ = await _run(adk_store, export, ToolRunLedgerPlugin(ledger, max_result_bytes=1000),
-                      {"rows": 50})
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, max_result_bytes=1000)
+    await _run(adk_store, export, plugin, {"rows": 50})
     service = adk_store.service()
     listed = await service.list_sessions(app_name=APP, user_id=USER)
     await close(service)
-    run = _only(await ledger.runs(SessionKey(APP, USER, listed.sessions[0].id)))
+    run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, listed.sessions[0].id)))
     assert run.state is RunState.FINISHED and run.result is None and run.result_truncated
 
 
@@ -209,7 +203,7 @@ async def test_without_the_table_the_tool_does_not_run(adk_store: Store) -> None
 
 @pytest.mark.parametrize("kill_at", ["during_tool", "after_finish"])
 async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
-        adk_store: Store, ledger: SqlToolRunLedger, kill_at: str, tmp_path: Path) -> None:
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger, kill_at: str, tmp_path: Path) -> None:
     """SIGKILL mid-tool: started, then may_have_run once the lease runs out; after it: finished."""
     service = adk_store.service()
     session = await service.create_session(app_name=APP, user_id=USER)
@@ -230,7 +224,7 @@ async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=30)  # reaps it and closes its pipes
-    run = _only(await ledger.runs(SessionKey(APP, USER, session.id)))
+    run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
     if kill_at == "during_tool":
         assert run.state is RunState.STARTED
         assert run_outcome(run, run.lease_until - 0.01) is None  # lease alive: running

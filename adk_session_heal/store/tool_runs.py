@@ -5,7 +5,8 @@ The table ``adk_session_heal_tool_runs`` is created by migration ``0002``
 the sessions live in (also an ADK ``SqliteSessionService`` file, whose own
 tables it leaves alone). Its key is the session's plus the function-call id.
 
-Every method is one short transaction of its own, committed before it returns:
+Every method is one short transaction of its own (a single statement in
+autocommit where one suffices), committed before it returns:
 :meth:`SqlToolRunLedger.start` (before the tool runs), :meth:`~SqlToolRunLedger.renew`
 (the heartbeat), :meth:`~SqlToolRunLedger.finish`. The rows written carry the
 attempt they belong to, so a heartbeat or a finish of an older attempt of the
@@ -29,11 +30,12 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
-    insert,
+    func,
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import LedgerError
@@ -67,6 +69,10 @@ TOOL_RUNS_TABLE = Table(
     Column("result_truncated", Boolean, nullable=False),
 )
 """The tool-run table (revision ``0002``; the migration is a frozen copy of it)."""
+
+_KEY_COLUMNS = ("app_name", "user_id", "session_id", "call_id")
+_UPSERT: dict[str, Any] = {"postgresql": postgresql, "sqlite": sqlite}
+"""Dialects whose ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` records a start at once."""
 
 
 def _where(key: SessionKey, call_id: str) -> Any:
@@ -128,8 +134,10 @@ class SqlToolRunLedger:
                 f"`adk-session-heal db upgrade {self._name()}` once to create it")
 
     async def _write(self, statement: Any, doing: str) -> int:
+        """Runs one statement in autocommit (one round trip; a single statement is atomic)."""
         try:
-            async with self.engine.begin() as conn:
+            async with self.engine.connect() as conn:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 result = await conn.execute(statement)
                 return int(result.rowcount)
         except SQLAlchemyError as exc:
@@ -140,41 +148,53 @@ class SqlToolRunLedger:
 
         A new call id is inserted (attempt 1); a call id seen before (a run
         resumed or repeated) becomes a new attempt, its old result cleared.
+        PostgreSQL and SQLite do either in one ``INSERT ... ON CONFLICT DO
+        UPDATE ... RETURNING``, MySQL and MariaDB in one ``INSERT ... ON
+        DUPLICATE KEY UPDATE`` (each in autocommit: one round trip).
 
         Raises:
             LedgerError: The record could not be written (the tool must not run).
         """
-        key = SessionKey(run.app_name, run.user_id, run.session_id)
         values = {
             "tool_name": run.tool_name, "invocation_id": run.invocation_id,
             "state": RunState.STARTED.value, "host": run.host, "pid": run.pid,
             "started_at": run.started_at, "lease_until": run.lease_until,
             "finished_at": None, "result": None, "result_truncated": False,
         }
+        row = {"app_name": run.app_name, "user_id": run.user_id,
+               "session_id": run.session_id, "call_id": run.call_id, "attempt": 1, **values}
         table = TOOL_RUNS_TABLE
+        dialect = self.engine.dialect.name
         try:
-            async with self.engine.begin() as conn:
-                for _ in range(2):  # a concurrent first start makes the insert collide once
-                    found = (await conn.execute(
-                        select(table.c.attempt).where(_where(key, run.call_id)))).scalar()
-                    if found is not None:
-                        attempt = int(found) + 1
-                        await conn.execute(update(table).where(_where(key, run.call_id))
-                                           .values(attempt=attempt, **values))
-                        return attempt
-                    try:
-                        async with conn.begin_nested():
-                            await conn.execute(insert(table).values(
-                                app_name=run.app_name, user_id=run.user_id,
-                                session_id=run.session_id, call_id=run.call_id,
-                                attempt=1, **values))
-                        return 1
-                    except IntegrityError:
-                        continue
+            if dialect in _UPSERT:
+                statement = _UPSERT[dialect].insert(table).values(**row)
+                statement = statement.on_conflict_do_update(
+                    index_elements=list(_KEY_COLUMNS),
+                    set_={"attempt": table.c.attempt + 1, **values},
+                ).returning(table.c.attempt)
+                async with self.engine.connect() as conn:
+                    conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return int((await conn.execute(statement)).scalar_one())
+            return await self._start_by_key(row, values)
         except SQLAlchemyError as exc:
             raise LedgerError(
                 f"cannot record a tool start in {self._name()}: {type(exc).__name__}") from exc
-        raise LedgerError(f"cannot record a tool start in {self._name()}: the row kept changing")
+
+    async def _start_by_key(self, row: dict[str, Any], values: dict[str, Any]) -> int:
+        """MySQL/MariaDB: one upsert that leaves its attempt in ``LAST_INSERT_ID()``.
+
+        ``LAST_INSERT_ID(expr)`` sets the connection's value, so the ``SELECT``
+        on the same connection reads this statement's attempt, whatever other
+        connections do (a read of the row could see a concurrent start's).
+        """
+        table = TOOL_RUNS_TABLE
+        statement = mysql.insert(table).values(
+            **{**row, "attempt": func.last_insert_id(1)}
+        ).on_duplicate_key_update(attempt=func.last_insert_id(table.c.attempt + 1), **values)
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(statement)
+            return int((await conn.execute(select(func.last_insert_id()))).scalar_one())
 
     async def renew(self, run: ToolRun, lease_until: float) -> bool:
         """Pushes a running attempt's lease to ``lease_until``; ``False`` if it is not running."""

@@ -1,0 +1,56 @@
+"""SqlToolRunLedger on every SQL layout: attempts, stale heartbeats and finishes, reads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from stores import Store, adk_store_fixture, tool_run_ledger_fixture  # noqa: F401
+
+from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.session_key import SessionKey
+from adk_session_heal.tool_runs import RunState, ToolRun
+
+KEY = SessionKey("app", "user", "s-1")
+
+
+def _run(call_id: str, attempt: int = 0, now: float | None = None) -> ToolRun:
+    now = time.time() if now is None else now
+    return ToolRun(app_name=KEY.app_name, user_id=KEY.user_id, session_id=KEY.session_id,
+                   call_id=call_id, tool_name="charge_card", invocation_id="inv-1",
+                   state=RunState.STARTED, host="h", pid=1, attempt=attempt,
+                   started_at=now, lease_until=now + 30)
+
+
+async def test_a_restarted_call_is_a_new_attempt_and_the_old_one_cannot_overwrite_it(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A call id started again clears its result; the old attempt's heartbeat and end fail."""
+    ledger = tool_run_ledger
+    first = _run("c-1", attempt=await ledger.start(_run("c-1")))
+    assert first.attempt == 1
+    assert await ledger.finish(first, RunState.FINISHED, time.time(), '{"ok": 1}', False)
+    second = _run("c-1", attempt=await ledger.start(_run("c-1")))
+    assert second.attempt == 2
+    stored = (await ledger.runs(KEY))["c-1"]
+    assert stored.state is RunState.STARTED and stored.result is None and stored.attempt == 2
+    assert not await ledger.renew(first, time.time() + 99)
+    assert not await ledger.finish(first, RunState.FAILED, time.time(), None, False)
+    assert await ledger.renew(second, stored.lease_until + 5)
+    assert (await ledger.runs(KEY))["c-1"].lease_until == stored.lease_until + 5
+    assert await ledger.finish(second, RunState.FINISHED, time.time(), '{"ok": 2}', False)
+    assert not await ledger.renew(second, time.time() + 99)  # finished: no lease to renew
+    assert (await ledger.runs(KEY))["c-1"].result == {"ok": 2}
+
+
+async def test_concurrent_first_starts_of_many_calls_each_get_one_row(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """Parallel calls start at once: one row each; two starts of one id are attempts 1 and 2."""
+    ledger = tool_run_ledger
+    attempts = await asyncio.gather(*(ledger.start(_run(f"c-{i}")) for i in range(8)),
+                                    ledger.start(_run("same")), ledger.start(_run("same")))
+    assert attempts[:8] == [1] * 8 and sorted(attempts[8:]) == [1, 2]
+    runs = await ledger.runs(KEY)
+    assert sorted(runs) == sorted([f"c-{i}" for i in range(8)] + ["same"])
+    assert await ledger.runs(KEY, ["c-1", "nope"]) == {"c-1": runs["c-1"]}
+    assert await ledger.runs(KEY, []) == {}
+    assert await ledger.runs(SessionKey("app", "user", "other")) == {}

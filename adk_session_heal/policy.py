@@ -67,7 +67,7 @@ class CallOutcome(str, enum.Enum):
     UNKNOWN = "unknown"
     """No ledger: the call may not have started, may have failed, or may have completed."""
     NOT_STARTED = "not_started"
-    """The ledger holds no start record: the tool never ran."""
+    """The call was announced to the ledger but its tool never started."""
     MAY_HAVE_RUN = "may_have_run"
     """Started, then its lease expired (or it failed) with no result: it may have done its work."""
     FINISHED_RESULT_LOST = "finished_result_lost"

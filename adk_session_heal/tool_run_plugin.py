@@ -10,6 +10,10 @@ table)::
 
 For each tool call the model makes (keyed by session and function-call id):
 
+* when the model's call event reaches the runner (``on_event_callback``), an
+  ``announced`` record with a lease: the runner is alive and about to run the
+  tool. It proves, later, that a call whose tool never started did not start;
+  a call with no record at all may predate the plugin, so nothing is claimed;
 * before the tool runs, a ``started`` record with a lease (this host and
   process, ``lease_until = now + lease_seconds``) is committed; while the tool
   runs, a heartbeat pushes the lease forward every third of ``lease_seconds``;
@@ -32,15 +36,18 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
 from .errors import HealError
+from .findings import CLIENT_FUNCTION_CALL_NAMES
 from .session_key import SessionKey
 from .tool_runs import (
     DEFAULT_LEASE_SECONDS,
@@ -63,6 +70,9 @@ NOT_RECORDED_ERROR = (
 
 class ToolRunLedger(Protocol):
     """Where tool runs are recorded (``store.tool_runs.SqlToolRunLedger``)."""
+
+    async def announce(self, runs: Sequence[ToolRun]) -> None:
+        """Records calls about to run, keeping existing records."""
 
     async def start(self, run: ToolRun) -> int:
         """Records a start; returns its attempt number."""
@@ -107,6 +117,28 @@ class ToolRunLedgerPlugin(BasePlugin):
             return None
         session = tool_context.session
         return SessionKey(session.app_name, session.user_id, session.id), call_id
+
+    async def on_event_callback(self, *, invocation_context: InvocationContext,
+                                event: Event) -> Event | None:
+        """Announces the calls of a model's call event before the tools run; the event is kept."""
+        if event.partial:
+            return None
+        calls = [call for call in event.get_function_calls()
+                 if call.id and call.name not in CLIENT_FUNCTION_CALL_NAMES]
+        if not calls:
+            return None
+        session = invocation_context.session
+        now = self._clock()
+        runs = [ToolRun(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id,
+            call_id=str(call.id), tool_name=call.name or "", invocation_id=event.invocation_id,
+            state=RunState.ANNOUNCED, host=self._host, pid=os.getpid(), attempt=0,
+            started_at=now, lease_until=now + self.lease_seconds) for call in calls]
+        try:
+            await self.ledger.announce(runs)
+        except HealError as exc:  # without it, a dead call reads as unknown: never unsafe
+            logger.warning("adk_session_heal: %s", exc)
+        return None
 
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> dict[str, Any] | None:

@@ -4,6 +4,9 @@ With :class:`~adk_session_heal.tool_run_plugin.ToolRunLedgerPlugin` on a
 ``Runner``, every tool call leaves a :class:`ToolRun` record in the session
 store (:mod:`adk_session_heal.store.tool_runs`):
 
+* ``announced`` is written when the model's call event reaches the runner,
+  before the runner stores it, for each of its calls: the runner, alive, is
+  about to run the tools. It carries a *lease* (below), without a heartbeat.
 * ``started`` is written, and committed, before the tool runs. It carries a
   *lease*: the host and process running the tool and ``lease_until``, which
   that process pushes forward (a heartbeat) while the tool runs. A process
@@ -13,11 +16,14 @@ store (:mod:`adk_session_heal.store.tool_runs`):
   raises (the exception's type only).
 
 What a record says of a call whose response never reached the session is
-:func:`run_outcome`: no record, the tool never started (``not_started``); a
-live lease, it is still running on some host (not dead, whatever its age); an
-expired lease with no finish, it may have done its work (``may_have_run``); a
-finish, its result was lost on the way to the session
-(``finished_result_lost``).
+:func:`run_outcome`: no record, nothing is known (the ledger was not there
+when the call was made: ``unknown``); a live lease, it is still running or
+about to run on some host (not dead, whatever its age); ``announced`` with an
+expired lease, the tool never started (``not_started``); ``started`` with an
+expired lease and no finish, or ``failed``, it may have done its work
+(``may_have_run``); a finish, its result was lost on the way to the session
+(``finished_result_lost``). Only an ``announced`` record proves a tool never
+started: no record at all may be a call made before the ledger was installed.
 
 Pure: no I/O. The record is keyed like the session it belongs to, plus the
 function-call id.
@@ -61,6 +67,8 @@ _SECRET_KEY = re.compile(
 class RunState(str, enum.Enum):
     """Where a tool run stands in the ledger."""
 
+    ANNOUNCED = "announced"
+    """The model asked for the call and the runner was about to run it; it had not started."""
     STARTED = "started"
     """The tool was about to run (and may still be running: see the lease)."""
     FINISHED = "finished"
@@ -83,7 +91,7 @@ class ToolRun:
         state: Where the run stands.
         host: The host that ran it (last started it).
         pid: That process.
-        attempt: How many times a run of this call id was started.
+        attempt: How many times a run of this call id was started (0: announced only).
         started_at: When the last start was recorded (the runner's clock).
         lease_until: Until when the run counts as alive without a heartbeat.
         finished_at: When it finished or failed, else ``None``.
@@ -108,12 +116,13 @@ class ToolRun:
     result_truncated: bool = False
 
     def lease_alive(self, now: float, clock_skew: float = 0.0) -> bool:
-        """Whether a started run still holds its lease at ``now`` (another host's clock).
+        """Whether an announced or started run holds its lease at ``now`` (another host's clock).
 
         A lease is stamped with the running host's clock; a reader whose clock
         runs up to ``clock_skew`` seconds ahead still counts it alive.
         """
-        return self.state is RunState.STARTED and now < self.lease_until + clock_skew
+        return (self.state in (RunState.ANNOUNCED, RunState.STARTED)
+                and now < self.lease_until + clock_skew)
 
 
 def redacted(value: Any) -> Any:
@@ -160,15 +169,18 @@ def run_outcome(run: ToolRun | None, now: float, clock_skew: float = 0.0) -> Cal
         clock_skew: How far the reader's clock may run ahead of the runner's.
 
     Returns:
-        ``NOT_STARTED`` (no record), ``None`` (started, lease alive: never
-        heal it, however old), ``MAY_HAVE_RUN`` (started and the lease
-        expired, or failed part way), or ``FINISHED_RESULT_LOST`` (finished:
-        its result is in the record unless it was too large).
+        ``UNKNOWN`` (no record), ``None`` (announced or started, lease alive:
+        never heal it, however old), ``NOT_STARTED`` (announced, lease
+        expired), ``MAY_HAVE_RUN`` (started and the lease expired, or failed
+        part way), or ``FINISHED_RESULT_LOST`` (finished: its result is in
+        the record unless it was too large).
     """
     if run is None:
-        return CallOutcome.NOT_STARTED
+        return CallOutcome.UNKNOWN
     if run.state is RunState.FINISHED:
         return CallOutcome.FINISHED_RESULT_LOST
     if run.lease_alive(now, clock_skew):
         return None
+    if run.state is RunState.ANNOUNCED:
+        return CallOutcome.NOT_STARTED
     return CallOutcome.MAY_HAVE_RUN

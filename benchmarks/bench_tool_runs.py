@@ -2,8 +2,9 @@
 
 A real ``Runner`` runs one tool call to capture a real ``ToolContext``; then,
 per sample, a fresh function-call id goes through exactly what the runner does
-around a tool with the plugin installed: ``before_tool_callback`` (commit the
-``started`` record, start the heartbeat), the tool (a no-op), then
+around a tool with the plugin installed: ``on_event_callback`` on the model's
+call event (commit the ``announced`` record), ``before_tool_callback`` (commit
+the ``started`` record, start the heartbeat), the tool (a no-op), then
 ``after_tool_callback`` (commit ``finished`` with the result). The baseline, in
 the same run and alternating with it, is the same no-op tool call with no
 plugin. Reported: median and p99 of the added time per call, on SQLite
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from google.adk.agents import LlmAgent
+from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.adk.tools.tool_context import ToolContext
@@ -84,11 +86,17 @@ async def measure(url: str, calls: int) -> tuple[float, float, float, float]:
     baseline: list[float] = []
     added: list[float] = []
     for index in range(calls + 20):
-        context.function_call_id = f"bench-{index}"
+        call_id = f"bench-{index}"
+        context.function_call_id = call_id
+        event = Event(invocation_id=context.invocation_id, author="bench", content=types.Content(
+            role="model", parts=[types.Part(function_call=types.FunctionCall(
+                id=call_id, name="lookup", args={"q": "x"}))]))
         start = time.perf_counter()
         result = await no_op("x")
         bare = time.perf_counter() - start
         start = time.perf_counter()
+        await plugin.on_event_callback(invocation_context=context._invocation_context,
+                                       event=event)
         await plugin.before_tool_callback(tool=tool, tool_args={"q": "x"}, tool_context=context)
         result = await no_op("x")
         await plugin.after_tool_callback(tool=tool, tool_args={"q": "x"}, tool_context=context,

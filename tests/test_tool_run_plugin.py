@@ -201,10 +201,11 @@ async def test_without_the_table_the_tool_does_not_run(adk_store: Store) -> None
     assert responses == [{"error": NOT_RECORDED_ERROR}]
 
 
-@pytest.mark.parametrize("kill_at", ["during_tool", "after_finish"])
+@pytest.mark.parametrize("kill_at", ["before_start", "during_tool", "after_finish"])
 async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, kill_at: str, tmp_path: Path) -> None:
-    """SIGKILL mid-tool: started, then may_have_run once the lease runs out; after it: finished."""
+    """SIGKILL before the tool starts: not_started once the lease runs out; mid-tool:
+    may_have_run once it runs out; after the finish record: finished."""
     service = adk_store.service()
     session = await service.create_session(app_name=APP, user_id=USER)
     await close(service)
@@ -225,8 +226,12 @@ async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
             process.kill()
         process.communicate(timeout=30)  # reaps it and closes its pipes
     run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
-    if kill_at == "during_tool":
-        assert run.state is RunState.STARTED
+    if kill_at == "before_start":
+        assert run.state is RunState.ANNOUNCED and run.attempt == 0
+        assert run_outcome(run, run.lease_until - 0.01) is None  # about to run
+        assert run_outcome(run, run.lease_until + 0.01) is CallOutcome.NOT_STARTED
+    elif kill_at == "during_tool":
+        assert run.state is RunState.STARTED and run.attempt == 1
         assert run_outcome(run, run.lease_until - 0.01) is None  # lease alive: running
         assert run_outcome(run, run.lease_until + 0.01) is CallOutcome.MAY_HAVE_RUN
         assert run_outcome(run, run.lease_until + 0.01, clock_skew=1.0) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from stores import Store, adk_store_fixture, tool_run_ledger_fixture  # noqa: F401
 
@@ -54,3 +55,20 @@ async def test_concurrent_first_starts_of_many_calls_each_get_one_row(
     assert await ledger.runs(KEY, ["c-1", "nope"]) == {"c-1": runs["c-1"]}
     assert await ledger.runs(KEY, []) == {}
     assert await ledger.runs(SessionKey("app", "user", "other")) == {}
+
+
+async def test_an_announcement_never_overwrites_a_record(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """Announced calls are attempt 0; a start makes it 1; a late announcement changes nothing."""
+    ledger = tool_run_ledger
+    announced = [replace(_run(f"c-{i}"), state=RunState.ANNOUNCED) for i in range(3)]
+    await ledger.announce(announced)
+    await ledger.announce(announced[:1])  # the same event seen twice
+    runs = await ledger.runs(KEY)
+    assert {r.state for r in runs.values()} == {RunState.ANNOUNCED}
+    assert {r.attempt for r in runs.values()} == {0}
+    assert await ledger.start(_run("c-0")) == 1
+    await ledger.announce(announced)
+    after = await ledger.runs(KEY)
+    assert after["c-0"].state is RunState.STARTED and after["c-0"].attempt == 1
+    assert after["c-1"] == runs["c-1"]

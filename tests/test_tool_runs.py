@@ -48,8 +48,12 @@ def test_a_result_is_kept_whole_or_not_at_all() -> None:
 
 
 def test_each_record_state_gives_its_outcome() -> None:
-    """No record: not started; live lease: None; lease out: may have run; finished: result lost."""
-    assert run_outcome(None, NOW) is CallOutcome.NOT_STARTED
+    """No record: unknown; live lease: None; announced, lease out: not started; started, lease
+    out: may have run; finished: result lost."""
+    assert run_outcome(None, NOW) is CallOutcome.UNKNOWN  # may predate the ledger: no claim
+    assert run_outcome(_run(RunState.ANNOUNCED), NOW) is None  # about to run
+    assert run_outcome(_run(RunState.ANNOUNCED, lease_until=NOW - 1), NOW) is (
+        CallOutcome.NOT_STARTED)
     assert run_outcome(_run(RunState.STARTED), NOW) is None
     assert run_outcome(_run(RunState.STARTED, lease_until=NOW - 1), NOW) is CallOutcome.MAY_HAVE_RUN
     assert run_outcome(_run(RunState.STARTED, lease_until=NOW), NOW) is CallOutcome.MAY_HAVE_RUN

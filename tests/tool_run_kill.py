@@ -1,7 +1,9 @@
 """A real Runner with the tool-run ledger, to be killed: ``tool_run_kill.py URL SESSION MARKER AT``.
 
-AT is ``during_tool`` (the tool touches MARKER, then sleeps) or
-``after_finish`` (a later plugin's ``after_tool_callback`` touches MARKER once
+AT is ``before_start`` (a plugin listed before the ledger's touches MARKER in
+its ``before_tool_callback``, once the call event is stored and announced,
+then sleeps: the tool never starts), ``during_tool`` (the tool touches MARKER,
+then sleeps) or ``after_finish`` (a later plugin's ``after_tool_callback`` touches MARKER once
 the ledger recorded the finish, before the response event is stored, then
 sleeps). The test SIGKILLs the process once MARKER exists.
 """
@@ -22,6 +24,18 @@ from stores import APP, USER, Store
 from adk_session_heal.store.tool_runs import SqlToolRunLedger
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
+
+
+class _StopBeforeStart(BasePlugin):
+    """Touches the marker before the ledger plugin records a start, then hangs."""
+
+    def __init__(self, marker: Path) -> None:
+        super().__init__("stop_before_start")
+        self.marker = marker
+
+    async def before_tool_callback(self, **_: Any) -> None:
+        self.marker.touch()
+        await asyncio.sleep(3600)
 
 
 class _StopAfterFinish(BasePlugin):
@@ -50,6 +64,8 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
     service = Store(kind, url).service()
     ledger = SqlToolRunLedger.from_url(url)
     plugins: list[BasePlugin] = [ToolRunLedgerPlugin(ledger, lease_seconds=2.0)]
+    if at == "before_start":
+        plugins.insert(0, _StopBeforeStart(path))
     if at == "after_finish":
         plugins.append(_StopAfterFinish(path))
     model = ScriptedModel(script=[ScriptedModel.call("charge_card", {"amount": 5}),

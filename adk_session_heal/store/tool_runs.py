@@ -7,7 +7,8 @@ tables it leaves alone). Its key is the session's plus the function-call id.
 
 Every method is one short transaction of its own (a single statement in
 autocommit where one suffices), committed before it returns:
-:meth:`SqlToolRunLedger.start` (before the tool runs), :meth:`~SqlToolRunLedger.renew`
+:meth:`SqlToolRunLedger.announce` (when the model's call event reaches the
+runner), :meth:`~SqlToolRunLedger.start` (before the tool runs), :meth:`~SqlToolRunLedger.renew`
 (the heartbeat), :meth:`~SqlToolRunLedger.finish`. The rows written carry the
 attempt they belong to, so a heartbeat or a finish of an older attempt of the
 same call id (a resumed run) never overwrites a newer one. The pure meaning of
@@ -17,7 +18,7 @@ a row is :mod:`adk_session_heal.tool_runs`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -41,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import LedgerError
 from ..session_key import SessionKey
 from ..tool_runs import RunState, ToolRun
+from .dialects import insert_new_rows
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import TOOL_RUNS_REVISIONS, read_ledger_revision
@@ -142,6 +144,32 @@ class SqlToolRunLedger:
                 return int(result.rowcount)
         except SQLAlchemyError as exc:
             raise LedgerError(f"cannot {doing} in {self._name()}: {type(exc).__name__}") from exc
+
+    async def announce(self, runs: Sequence[ToolRun]) -> None:
+        """Records calls the runner is about to run (``announced``), keeping any existing row.
+
+        One multi-row insert that skips call ids already recorded (a start or
+        an earlier announcement is never overwritten).
+
+        Raises:
+            LedgerError: The records could not be written.
+        """
+        rows = [{"app_name": run.app_name, "user_id": run.user_id,
+                 "session_id": run.session_id, "call_id": run.call_id, "attempt": 0,
+                 "tool_name": run.tool_name, "invocation_id": run.invocation_id,
+                 "state": RunState.ANNOUNCED.value, "host": run.host, "pid": run.pid,
+                 "started_at": run.started_at, "lease_until": run.lease_until,
+                 "finished_at": None, "result": None, "result_truncated": False}
+                for run in runs]
+        if not rows:
+            return
+        try:
+            async with self.engine.connect() as conn:  # one statement per row at most: autocommit
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
+        except SQLAlchemyError as exc:
+            raise LedgerError(
+                f"cannot announce tool calls in {self._name()}: {type(exc).__name__}") from exc
 
     async def start(self, run: ToolRun) -> int:
         """Records that a tool is about to run; returns the attempt number recorded.

@@ -32,7 +32,8 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,17 +41,18 @@ from google.adk.sessions import BaseSessionService
 
 from .errors import LedgerError, StoreError
 from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
-from .findings import classify
+from .findings import classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
 from .observe import report_heal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport
 from .session_key import SessionKey
-from .store import DamagedRow, SessionFilter, SessionStore, open_store
+from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
-from .store.ledger_table import HEAL_LEDGER_REVISIONS
+from .store.ledger_table import HEAL_LEDGER_REVISIONS, TOOL_RUNS_REVISIONS
+from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
 
 __all__ = [
@@ -132,8 +134,14 @@ async def _plan(
     stale_after: float | None,
     clock_skew: float,
     progress: ScanProgress | None,
+    tool_runs: SqlToolRunLedger | None = None,
 ) -> tuple[ScanReport, list[SessionHeals]]:
-    """Scans ``store``; with a ``policy``, also plans the heals of every session."""
+    """Scans ``store``; with a ``policy``, also plans the heals of every session.
+
+    With ``tool_runs`` (the store's tool-run ledger), the unanswered calls of a
+    session are corrected by their records (:func:`~adk_session_heal.findings.with_tool_runs`):
+    one read per session holding such calls.
+    """
     report = ScanReport(str(store), store.layout.value, now, stale_after, clock_skew=clock_skew)
     report.sessions_scanned = await store.count_sessions(where)
     if progress is not None:
@@ -148,6 +156,10 @@ async def _plan(
             try:
                 findings = classify(stored.events, STORED_JSON, now=now,
                                     stale_after=stale_after, clock_skew=clock_skew)
+                ids = findings.open_call_ids if tool_runs is not None else ()
+                if tool_runs is not None and ids:
+                    findings = with_tool_runs(findings, await tool_runs.runs(key, ids),
+                                              now=now, clock_skew=clock_skew)
                 if policy is not None and findings.needs_healing:
                     heals = plan_session(
                         stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
@@ -165,6 +177,21 @@ async def _plan(
     if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
         raise StoreError(_unreadable_message(store, report))
     return report, planned
+
+
+@asynccontextmanager
+async def _tool_runs_of(store: SessionStore,
+                        timeout: TimeoutArg) -> AsyncIterator[SqlToolRunLedger | None]:
+    """The store's tool-run ledger, when it has one (a SQL store at revision 0002 or later)."""
+    if store.url is None or store.layout not in (Layout.DATABASE, Layout.ADK_SQLITE) or (
+            await store.ledger_revision() not in TOOL_RUNS_REVISIONS):
+        yield None
+        return
+    runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout)
+    try:
+        yield runs
+    finally:
+        await runs.close()
 
 
 def _malformed_rows(events: Sequence[dict[str, Any]], exc: Exception) -> tuple[DamagedRow, ...]:
@@ -280,10 +307,12 @@ async def scan(
     """
     store = await open_store(url, timeout=timeout)
     try:
-        report, _ = await _plan(
-            store, where or SessionFilter(), None, now=time.time() if now is None else now,
-            stale_after=stale_after, clock_skew=clock_skew, progress=progress,
-        )
+        async with _tool_runs_of(store, timeout) as tool_runs:
+            report, _ = await _plan(
+                store, where or SessionFilter(), None, now=time.time() if now is None else now,
+                stale_after=stale_after, clock_skew=clock_skew, progress=progress,
+                tool_runs=tool_runs,
+            )
         return report
     finally:
         await store.close()
@@ -322,11 +351,12 @@ async def plan_repair(
     clock = time.time() if now is None else now
     store = await open_store(url, timeout=timeout)
     try:
-        report, sessions = await _plan(
-            store, where or SessionFilter(), policy, now=clock,
-            stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-            progress=progress,
-        )
+        async with _tool_runs_of(store, timeout) as tool_runs:
+            report, sessions = await _plan(
+                store, where or SessionFilter(), policy, now=clock,
+                stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
+                progress=progress, tool_runs=tool_runs,
+            )
     finally:
         await store.close()
     assert store.url is not None
@@ -442,11 +472,12 @@ async def repair(
     try:
         if ledger and not dry_run:
             await _check_ledger(store)
-        report, sessions = await _plan(
-            store, where or SessionFilter(), policy, now=clock,
-            stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-            progress=progress,
-        )
+        async with _tool_runs_of(store, timeout) as tool_runs:
+            report, sessions = await _plan(
+                store, where or SessionFilter(), policy, now=clock,
+                stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
+                progress=progress, tool_runs=tool_runs,
+            )
         assert store.url is not None
         plan = RepairPlan(store.url, report, tuple(sessions), clock)
         if dry_run:

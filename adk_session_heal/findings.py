@@ -25,11 +25,17 @@ returns them) and gives every function-call occurrence one
 ``rewound``    the call sits in a stretch of history a rewind annulled. ADK
                never shows it to a model; a response written now would become
                an orphan. Reported, never healed.
+``abandoned``  only with the tool-run ledger (:func:`with_tool_runs`): an
+               ``in_flight`` call whose record shows nobody runs it (its lease
+               expired, or it ended without its response reaching the
+               session). Dead at once, whatever its age.
 =============  ================================================================
 
 Responses whose call is missing are reported as orphaned; calls answered more
 than once (other than a long-running call's progress updates) are reported as
-duplicates. Only ``superseded`` and ``stale`` calls are ever healed.
+duplicates. Only ``superseded``, ``stale`` and ``abandoned`` calls are ever
+healed; with the tool-run ledger, never one whose lease is alive, however old
+(:func:`with_tool_runs` makes it ``in_flight``).
 
 The module is pure: it reads events through an
 :class:`~adk_session_heal.views.EventAccess` and performs no I/O.
@@ -39,12 +45,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from .event_access import ADK_EVENTS, EventAccess
 from .invocations import live_mask, supersession_boundary
 from .pairing import EMPTY_STEP, CallOccurrence, Step, pair
+from .policy import CallOutcome
+from .tool_runs import RunState, ToolRun, run_outcome
 
 __all__ = [
     "CLIENT_FUNCTION_CALL_NAMES",
@@ -55,6 +63,7 @@ __all__ = [
     "ResponseFinding",
     "SessionFindings",
     "classify",
+    "with_tool_runs",
 ]
 
 E = TypeVar("E")
@@ -80,10 +89,14 @@ class CallStatus(str, enum.Enum):
     PENDING = "pending"
     ID_LESS = "id_less"
     REWOUND = "rewound"
+    ABANDONED = "abandoned"
 
 
-HEALABLE = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE})
+HEALABLE = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE, CallStatus.ABANDONED})
 """The statuses of calls that are dead and may be healed."""
+
+_OPEN = frozenset({*HEALABLE, CallStatus.IN_FLIGHT})
+"""Statuses the tool-run ledger can change: unanswered calls that are not pending."""
 
 
 class PendingReason(str, enum.Enum):
@@ -109,6 +122,12 @@ class CallFinding:
         pending_reason: Why it is pending, for ``pending`` calls.
         answered_by_heal: For answered calls: the response that counts (the last
             one) is a synthetic one written by this package.
+        outcome: What the tool-run ledger says of an unanswered call's run
+            (``unknown`` without it; see :func:`with_tool_runs`).
+        recovered: A ``finished`` run's result, kept by the ledger: what a
+            heal answers with instead of an error.
+        lease_holder: ``host/pid`` of a live lease that keeps the call
+            ``in_flight``; ``None`` otherwise.
     """
 
     event_index: int
@@ -120,6 +139,9 @@ class CallFinding:
     status: CallStatus
     pending_reason: PendingReason | None = None
     answered_by_heal: bool = False
+    outcome: CallOutcome = CallOutcome.UNKNOWN
+    recovered: Mapping[str, Any] | None = field(default=None, compare=False)
+    lease_holder: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +227,18 @@ class SessionFindings:
     def needs_healing(self) -> bool:
         """Whether at least one call may be healed."""
         return bool(self.dead)
+
+    @property
+    def maybe_unanswered(self) -> bool:
+        """``False`` promises every call with an id is answered (no call findings built)."""
+        return self._maybe_dead
+
+    @property
+    def open_call_ids(self) -> tuple[str, ...]:
+        """Ids of the unanswered calls the tool-run ledger can speak for (not pending)."""
+        if not self._maybe_dead:
+            return ()
+        return tuple(c.call_id for c in self.calls if c.call_id and c.status in _OPEN)
 
     def with_status(self, status: CallStatus) -> tuple[CallFinding, ...]:
         """Returns the call findings with one status."""
@@ -433,3 +467,52 @@ def _rewound_calls(
                 )
             )
     return found
+
+
+def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, now: float,
+                   clock_skew: float = 0.0) -> SessionFindings:
+    """Corrects the findings with what the tool-run ledger knows of each unanswered call.
+
+    For each ``superseded``, ``stale`` or ``in_flight`` call with a record in
+    ``runs`` (by call id), :func:`~adk_session_heal.tool_runs.run_outcome`
+    decides:
+
+    * lease alive (announced or started, on some host): ``in_flight``, never
+      healed however old, its holder named;
+    * otherwise the call is dead: ``in_flight`` becomes ``abandoned`` (no
+      waiting for ``stale_after``); it carries the outcome (``not_started``,
+      ``may_have_run``, ``finished_result_lost``) and, for a finished run
+      whose result was kept, that result.
+
+    Calls without a record keep their status and the ``unknown`` outcome.
+
+    Args:
+        findings: :func:`classify`'s findings.
+        runs: The session's tool runs by call id.
+        now: The reader's time (seconds since the epoch).
+        clock_skew: How far the reader's clock may run ahead of the runners'.
+
+    Returns:
+        New findings (the same object when nothing changes).
+    """
+    if not runs or not findings.maybe_unanswered:
+        return findings
+    calls: list[CallFinding] = []
+    changed = False
+    for call in findings.calls:
+        run = runs.get(call.call_id) if call.call_id else None
+        if run is None or call.status not in _OPEN:
+            calls.append(call)
+            continue
+        outcome = run_outcome(run, now, clock_skew)
+        if outcome is None:
+            calls.append(replace(call, status=CallStatus.IN_FLIGHT,
+                                 lease_holder=f"{run.host}/{run.pid}"))
+        else:
+            status = CallStatus.ABANDONED if call.status is CallStatus.IN_FLIGHT else call.status
+            recovered = run.result if run.state is RunState.FINISHED else None
+            calls.append(replace(call, status=status, outcome=outcome, recovered=recovered))
+        changed = True
+    if not changed:
+        return findings
+    return SessionFindings(calls, findings.orphaned_responses, findings.duplicate_responses)

@@ -76,7 +76,7 @@ class HealPlan:
         branch: Copied from the call event.
         isolation_scope: Copied from the call event.
         node_path: Copied from the call event.
-        reason: ``"superseded"`` or ``"stale"``.
+        reason: ``"superseded"``, ``"stale"`` or ``"abandoned"``.
         calls: The dead calls answered, in part order.
     """
 
@@ -220,7 +220,8 @@ def plan_heals(
         if finding.status not in HEALABLE or finding.call_id is None:
             continue
         dead_by_event.setdefault(finding.event_index, []).append(
-            DeadCall(finding.call_id, finding.name, finding.status.value)
+            DeadCall(finding.call_id, finding.name, finding.status.value,
+                     outcome=finding.outcome, recovered=finding.recovered)
         )
         reasons[finding.event_index] = finding.status.value
     if not dead_by_event:

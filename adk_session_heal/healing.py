@@ -67,8 +67,8 @@ HEAL_ERROR_MESSAGE = "The tool call was interrupted before it returned (adk-sess
 MARKER_VERSION = 1
 """Version of the ``custom_metadata["adk_session_heal"]`` marker layout.
 
-Keys are only ever added within a version (``effects`` and ``outcomes`` were),
-so a reader ignores the keys it does not know.
+Keys are only ever added within a version (``effects``, ``outcomes`` and
+``recovered`` were), so a reader ignores the keys it does not know.
 """
 
 
@@ -83,7 +83,9 @@ def build_marker(
         policy: Supplies each tool's effect (every tool ``unknown`` without one).
 
     Returns:
-        A new dict; ``effects`` and ``outcomes`` run parallel to ``call_ids``.
+        A new dict; ``effects``, ``outcomes`` and ``recovered`` (the response
+        is the tool's real result, from the tool-run ledger) run parallel to
+        ``call_ids``.
     """
     policy = policy or HealPolicy()
     return {
@@ -95,7 +97,8 @@ def build_marker(
         "call_ids": list(plan.call_ids),
         "tool_names": list(plan.tool_names),
         "effects": [policy.effect_of(name).value for name in plan.tool_names],
-        "outcomes": [CallOutcome.UNKNOWN.value for _ in plan.calls],
+        "outcomes": [CallOutcome(call.outcome).value for call in plan.calls],
+        "recovered": [call.recovered is not None for call in plan.calls],
     }
 
 
@@ -224,7 +227,7 @@ class Heal:
             trigger=self.trigger,
             healed_at=self.healed_at,
             effects=tuple(self.policy.effect_of(name).value for name in plan.tool_names),
-            outcomes=tuple(CallOutcome.UNKNOWN.value for _ in plan.calls),
+            outcomes=tuple(CallOutcome(call.outcome).value for call in plan.calls),
         )
 
 

@@ -167,12 +167,19 @@ class DeadCall:
             :meth:`HealPolicy.payload_for` before a payload function sees the
             call (``UNKNOWN`` in a :class:`~adk_session_heal.heal_plan.HealPlan`,
             which knows no policy).
+        outcome: What the tool-run ledger says of the run (``UNKNOWN``
+            without it).
+        recovered: The tool's real result, kept by the tool-run ledger when
+            the run finished but its response never reached the session: the
+            default payload is this result, not an error.
     """
 
     call_id: str
     name: str
     reason: str
     effect: ToolEffect = ToolEffect.UNKNOWN
+    outcome: CallOutcome = CallOutcome.UNKNOWN
+    recovered: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 Payload = Mapping[str, Any] | Callable[[DeadCall], Mapping[str, Any]]
@@ -288,12 +295,15 @@ class HealPolicy:
 
         Returns:
             The policy's ``payload`` (given the call with its effect when a
-            function), or :func:`effect_payload` of the call's effect.
+            function); by default the recovered result of a finished run, or
+            :func:`effect_payload` of the call's effect and outcome.
         """
         effect = self.effect_of(call.name)
         payload = self.payload
         if payload is None:
-            return effect_payload(effect)
+            if call.recovered is not None:
+                return dict(call.recovered)
+            return effect_payload(effect, call.outcome)
         if callable(payload):
             return dict(payload(replace(call, effect=effect)))
         return dict(payload)

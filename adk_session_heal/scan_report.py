@@ -19,16 +19,19 @@ The JSON documents (``scan --json``, ``repair --json``, ``history --json``,
 
     CALL = {"app_name", "user_id", "session_id", "call_event_id", "call_id",
             "tool_name", "invocation_id", "timestamp", "age_seconds",
-            "status", "pending_reason", "why"}
+            "status", "pending_reason", "why", "run_outcome", "lease_holder"}
     RESPONSE = {"app_name", "user_id", "session_id", "event_id", "call_id",
                 "tool_name"}
     DAMAGED = {"app_name", "user_id", "session_id", "event_id", "problem"}
 
-``status`` is ``superseded`` or ``stale`` (dead calls), ``in_flight``,
+``status`` is ``superseded``, ``stale`` or ``abandoned`` (dead calls), ``in_flight``,
 ``pending`` (``pending_reason``: ``long_running``,
 ``awaiting_confirmation_or_credential``, ``client_call``) or ``id_less``;
 ``why`` is one line saying why the call is or is not healed (for in-flight
 calls, the age at which it would be: pick ``--older-than`` from it).
+``run_outcome`` and ``lease_holder`` come from the tool-run ledger, when the
+store has one: what its record says of the call's run (``unknown`` without a
+record) and, for a call kept in flight by a live lease, its ``host/pid``.
 ``dead_calls`` and ``in_flight_calls`` together are every unanswered call of
 a session's newest invocation or of an invocation superseded since.
 
@@ -79,7 +82,7 @@ from typing import Any
 from google.adk.events.event import Event
 
 from .adk_compat import readable_event_data
-from .findings import CallFinding, CallStatus, SessionFindings
+from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
 from .session_key import SessionKey
@@ -135,15 +138,22 @@ def format_duration(seconds: float, *, exact: bool = True) -> str:
     return "".join(parts) or "0s"
 
 
-def call_why(status: str, pending_reason: str | None, dead_after: float | None) -> str:
+def call_why(status: str, pending_reason: str | None, dead_after: float | None,
+             run_outcome: str = "unknown", lease_holder: str | None = None) -> str:
     """Returns one line saying why a reported call is (or is not) healed.
 
     Args:
         status: The call's :class:`~adk_session_heal.findings.CallStatus` value.
         pending_reason: Its pending reason, for ``pending`` calls.
         dead_after: ``--older-than`` plus ``--clock-skew`` in seconds (``None``: never stale).
+        run_outcome: What the tool-run ledger says of the run.
+        lease_holder: The live lease's ``host/pid`` keeping the call in flight.
     """
     limit = "never" if dead_after is None else format_duration(dead_after)
+    if lease_holder is not None:
+        return f"its tool-run lease is alive ({lease_holder}): still running, not healed"
+    if status == CallStatus.ABANDONED.value:
+        return f"the tool-run ledger shows nobody runs it ({run_outcome}): dead at once"
     if status == CallStatus.SUPERSEDED.value:
         return "a later invocation started: nothing will answer it"
     if status == CallStatus.STALE.value:
@@ -174,6 +184,8 @@ class CallEntry:
     timestamp: float
     status: str
     pending_reason: str | None
+    run_outcome: str = "unknown"
+    lease_holder: str | None = None
 
     @classmethod
     def of(cls, key: SessionKey, finding: CallFinding) -> CallEntry:
@@ -187,6 +199,8 @@ class CallEntry:
             timestamp=finding.timestamp,
             status=finding.status.value,
             pending_reason=finding.pending_reason.value if finding.pending_reason else None,
+            run_outcome=finding.outcome.value,
+            lease_holder=finding.lease_holder,
         )
 
     def to_json(self, now: float, dead_after: float | None = None) -> dict[str, Any]:
@@ -210,7 +224,10 @@ class CallEntry:
             "age_seconds": round(now - self.timestamp, 3),
             "status": self.status,
             "pending_reason": self.pending_reason,
-            "why": call_why(self.status, self.pending_reason, dead_after),
+            "why": call_why(self.status, self.pending_reason, dead_after, self.run_outcome,
+                            self.lease_holder),
+            "run_outcome": self.run_outcome,
+            "lease_holder": self.lease_holder,
         }
 
 
@@ -356,7 +373,7 @@ class ScanReport:
         dead = False
         for finding in calls:
             status = finding.status
-            if status in (CallStatus.SUPERSEDED, CallStatus.STALE):
+            if status in HEALABLE:
                 self.dead_calls.append(CallEntry.of(key, finding))
                 dead = True
             elif status is CallStatus.IN_FLIGHT:
@@ -573,10 +590,11 @@ def history_records(records: Iterable[HealRecord]) -> Iterator[dict[str, Any]]:
 
 _CALL_KEYS = ("app_name", "user_id", "session_id", "call_event_id", "call_id", "tool_name",
               "invocation_id", "timestamp", "age_seconds", "status", "pending_reason", "why")
-SCAN_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem")
+_LEDGER_KEYS = ("run_outcome", "lease_holder")  # added later: columns only ever go at the end
+SCAN_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem", *_LEDGER_KEYS)
 """``scan --format tsv`` columns: every key of every ``scan`` record, ``kind`` first."""
-REPAIR_COLUMNS = (*SCAN_COLUMNS, "synthetic_event_id", "call_ids", "tool_names", "reason",
-                  "written", "outcome", "event_data")
+REPAIR_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem", "synthetic_event_id", "call_ids",
+                  "tool_names", "reason", "written", "outcome", "event_data", *_LEDGER_KEYS)
 """``repair --format tsv`` columns: the scan's, then the ``heal`` records' own."""
 HISTORY_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
                    "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",

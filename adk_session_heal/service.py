@@ -42,7 +42,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -52,17 +52,18 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from typing_extensions import override
 
 from .errors import HealWriteError
-from .findings import classify
+from .findings import SessionFindings, classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import SessionHeals, apply_heals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .session_key import SessionKey
+from .tool_runs import ToolRun
 
 if TYPE_CHECKING:
     from .store import SessionStore
 
-__all__ = ["HealLedger", "HealingSessionService"]
+__all__ = ["HealLedger", "HealingSessionService", "ToolRunReader"]
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -72,6 +73,15 @@ class HealLedger(Protocol):
 
     async def record(self, records: Sequence[HealRecord]) -> None:
         """Records heals; recording the same heal twice keeps one row."""
+        ...
+
+
+class ToolRunReader(Protocol):
+    """Where the tool-run ledger is read (:class:`~adk_session_heal.ledger.SqlToolRunLedger`)."""
+
+    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
+                   ) -> dict[str, ToolRun]:
+        """Returns the session's tool runs by call id."""
         ...
 
 
@@ -93,6 +103,15 @@ class HealingSessionService(BaseSessionService):
             (for metrics). Exceptions it raises are logged, never propagated.
         ledger: Where to record heals for audit, e.g.
             :class:`adk_session_heal.ledger.SqlHealLedger`. Optional.
+        tool_runs: The tool-run ledger the runners'
+            :class:`~adk_session_heal.tool_run_plugin.ToolRunLedgerPlugin`
+            writes (a :class:`~adk_session_heal.ledger.SqlToolRunLedger`).
+            With it, a call whose lease is alive is never healed, however
+            old; one whose lease expired (or whose run ended) is healed at
+            once, worded by its outcome, a finished run's kept result
+            written as its response (see
+            :func:`~adk_session_heal.findings.with_tool_runs`). If it cannot
+            be read, nothing is healed that time. Optional.
         clock: Returns the current POSIX time (for ages and markers).
     """
 
@@ -103,12 +122,14 @@ class HealingSessionService(BaseSessionService):
         *,
         on_heal: Callable[[HealRecord], object] | None = None,
         ledger: HealLedger | None = None,
+        tool_runs: ToolRunReader | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._inner = inner
         self.policy = policy or HealPolicy()
         self._on_heal = on_heal
         self._ledger = ledger
+        self._tool_runs = tool_runs
         self._clock = clock
         self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -248,6 +269,10 @@ class HealingSessionService(BaseSessionService):
         try:  # fail-open like the write: a healer must never break the user's turn
             findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
                                 clock_skew=self.policy.clock_skew_seconds)
+            if self._tool_runs is not None and findings.maybe_unanswered:
+                findings = with_tool_runs(
+                    findings, await self._runs_of(session, findings), now=now,
+                    clock_skew=self.policy.clock_skew_seconds)
             if not findings.needs_healing:
                 return
             planned = plan_session(
@@ -297,6 +322,12 @@ class HealingSessionService(BaseSessionService):
                         }
                     },
                 )
+
+    async def _runs_of(self, session: Session, findings: SessionFindings) -> dict[str, ToolRun]:
+        """The tool runs of the session's unanswered calls (raises if they cannot be read)."""
+        assert self._tool_runs is not None
+        ids = findings.open_call_ids
+        return await self._tool_runs.runs(SessionKey.of(session), ids) if ids else {}
 
     async def _write(self, session: Session, planned: SessionHeals, store: SessionStore) -> None:
         """Writes the heals through the store's one writer and reports those written.

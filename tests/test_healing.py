@@ -86,6 +86,7 @@ def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None
             "tool_names": ["flights", "hotels"],
             "effects": ["unknown", "unknown"],
             "outcomes": ["unknown", "unknown"],
+            "recovered": [False, False],
         }
     }
 

@@ -55,7 +55,12 @@ def test_every_record_key_has_a_column() -> None:
     assert [r["kind"] for r in records] == ["dead_call", "in_flight_call", "pending_call",
                                             "id_less_call", "orphaned_response", "damaged_row"]
     assert {key for r in records for key in r} == set(SCAN_COLUMNS)
-    assert SCAN_COLUMNS[0] == "kind" and REPAIR_COLUMNS[:len(SCAN_COLUMNS)] == SCAN_COLUMNS
+    assert SCAN_COLUMNS[0] == "kind"
+    # repair's columns hold the scan's in the same order; columns added later (the tool-run
+    # ledger's) go at the end of each, so no existing column moves.
+    assert [c for c in REPAIR_COLUMNS if c in SCAN_COLUMNS] == list(SCAN_COLUMNS)
+    assert SCAN_COLUMNS[-2:] == REPAIR_COLUMNS[-2:] == ("run_outcome", "lease_holder")
+    assert REPAIR_COLUMNS[:len(SCAN_COLUMNS) - 2] == SCAN_COLUMNS[:-2]
     header, *lines = tsv_lines(records, SCAN_COLUMNS)
     assert header.split("\t") == list(SCAN_COLUMNS) and len(lines) == len(records)
     with pytest.raises(ValueError, match="no TSV column"):

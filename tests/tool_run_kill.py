@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,14 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
         plugins.insert(0, _StopBeforeStart(path))
     if at == "after_finish":
         plugins.append(_StopAfterFinish(path))
+    def second_reply(_: Any) -> Any:
+        if at == "after_response":
+            path.touch()
+            time.sleep(3600)
+        return ScriptedModel.say("done")
+
     model = ScriptedModel(script=[ScriptedModel.call("charge_card", {"amount": 5}),
-                                  ScriptedModel.say("done")])
+                                  second_reply])
     runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[charge_card]),
                     session_service=service, plugins=plugins)
     message = types.Content(role="user", parts=[types.Part(text="go")])

@@ -110,10 +110,17 @@ class SqlToolRunLedger:
         self._url: StoreUrl | None = None
 
     @classmethod
-    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None) -> SqlToolRunLedger:
-        """Opens the tool-run ledger of the session database at ``url`` (any accepted form)."""
+    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None,
+                 writable: bool = True) -> SqlToolRunLedger:
+        """Opens the tool-run ledger of the session database at ``url`` (any accepted form).
+
+        Args:
+            url: The session database.
+            timeout: How long to wait for a database server.
+            writable: ``False`` only reads (a scan opens SQLite files read-only).
+        """
         store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
+        engine = create_store_engine(store_url, writable=writable, timeouts=Timeouts.of(timeout))
         ledger = cls(engine, owns_engine=True)
         ledger._url = store_url
         return ledger

@@ -159,12 +159,24 @@ class ToolRunLedgerPlugin(BasePlugin):
             logger.error("adk_session_heal: %s; tool %s#%s not run", exc, tool.name, call_id)
             return {"error": NOT_RECORDED_ERROR}
         run = replace(run, attempt=attempt)
-        self._running[key] = (run, asyncio.create_task(self._heartbeat(run)))
+        runner = asyncio.current_task()  # the task that runs the tool next
+        self._running[key] = (run, asyncio.create_task(self._heartbeat(run, key, runner)))
         return None
 
-    async def _heartbeat(self, run: ToolRun) -> None:
+    async def _heartbeat(self, run: ToolRun, key: tuple[SessionKey, str],
+                         runner: asyncio.Task[Any] | None) -> None:
+        """Renews the lease while the task running the tool lives.
+
+        A tool cancelled with its invocation (a client gone, a timeout) never
+        reaches the after-tool callbacks: the heartbeat stops when that task
+        ends, so the lease runs out as if the process had died.
+        """
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
+            if runner is not None and runner.done():
+                if self._running.get(key, (None,))[0] is run:
+                    del self._running[key]
+                return
             try:
                 await self.ledger.renew(run, self._clock() + self.lease_seconds)
             except HealError as exc:

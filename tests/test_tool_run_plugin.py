@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from stores import (  # noqa: F401
     APP,
@@ -238,3 +239,74 @@ async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
     else:
         assert run.state is RunState.FINISHED and run.result == {"status": "charged"}
         assert run_outcome(run, time.time()) is CallOutcome.FINISHED_RESULT_LOST
+
+
+async def test_a_cancelled_tool_stops_its_heartbeat(adk_store: Store,
+                                                    tool_run_ledger: SqlToolRunLedger) -> None:
+    """An invocation cancelled mid-tool leaves a run that may have run, its lease not renewed."""
+    started = asyncio.Event()
+
+    async def slow_report(job: str) -> dict[str, str]:
+        """Runs until cancelled."""
+        started.set()
+        await asyncio.sleep(3600)
+        return {"job": job}
+
+    service = adk_store.service()
+    session = await service.create_session(app_name=APP, user_id=USER)
+    model = ScriptedModel(script=[ScriptedModel.call("slow_report", {"job": "q3"}),
+                                  ScriptedModel.say("done")])
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
+    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[slow_report]),
+                    session_service=service, plugins=[plugin])
+
+    async def turn() -> None:
+        async for _ in runner.run_async(user_id=USER, session_id=session.id,
+                                        new_message=types.Content(role="user",
+                                                                  parts=[types.Part(text="go")])):
+            pass
+
+    task = asyncio.create_task(turn())
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cancelled_at = time.time()
+    await asyncio.sleep(1.0)  # three lease periods: a live heartbeat would have renewed it
+    run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
+    await close(service)
+    # ADK 2.13 reports the cancellation to on_tool_error_callback (failed); where no callback
+    # runs, the heartbeat stops with the tool's task and the started lease runs out.
+    assert run.state in (RunState.STARTED, RunState.FAILED)
+    assert run.lease_until < cancelled_at + 0.3
+    assert run_outcome(run, time.time()) is CallOutcome.MAY_HAVE_RUN
+    assert plugin._running == {}
+
+
+async def test_the_heartbeat_stops_when_the_tool_s_task_ends_without_a_callback(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A task that started a run and ended with no after/error callback stops renewing it."""
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
+    (context,) = contexts
+    context.function_call_id = "orphaned-start"
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
+    tool: Any = type("Tool", (), {"name": "lookup"})()
+
+    async def start_only() -> None:
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+
+    await asyncio.create_task(start_only())
+    assert len(plugin._running) == 1
+    ended_at = time.time()
+    await asyncio.sleep(1.0)
+    assert plugin._running == {}
+    runs = await tool_run_ledger.runs(SessionKey(APP, USER, context.session.id))
+    assert runs["orphaned-start"].lease_until < ended_at + 0.3 + 0.1

@@ -52,8 +52,10 @@ from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
 from .store.ledger_table import HEAL_LEDGER_REVISIONS, TOOL_RUNS_REVISIONS
+from .store.redis_tool_runs import RedisToolRunLedger
 from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
+from .tool_runs import ToolRunReader
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -134,7 +136,7 @@ async def _plan(
     stale_after: float | None,
     clock_skew: float,
     progress: ScanProgress | None,
-    tool_runs: SqlToolRunLedger | None = None,
+    tool_runs: ToolRunReader | None = None,
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session.
 
@@ -181,13 +183,17 @@ async def _plan(
 
 @asynccontextmanager
 async def _tool_runs_of(store: SessionStore,
-                        timeout: TimeoutArg) -> AsyncIterator[SqlToolRunLedger | None]:
-    """The store's tool-run ledger, when it has one (a SQL store at revision 0002 or later)."""
-    if store.url is None or store.layout not in (Layout.DATABASE, Layout.ADK_SQLITE) or (
-            await store.ledger_revision() not in TOOL_RUNS_REVISIONS):
+                        timeout: TimeoutArg) -> AsyncIterator[ToolRunReader | None]:
+    """The store's tool-run ledger: a SQL store's table (revision 0002 or later), Redis's hashes."""
+    runs: SqlToolRunLedger | RedisToolRunLedger
+    if store.url is not None and store.layout is Layout.REDIS:
+        runs = RedisToolRunLedger.from_url(store.url)
+    elif store.url is not None and store.layout in (Layout.DATABASE, Layout.ADK_SQLITE) and (
+            await store.ledger_revision() in TOOL_RUNS_REVISIONS):
+        runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout)
+    else:
         yield None
         return
-    runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout)
     try:
         yield runs
     finally:

@@ -42,7 +42,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -58,12 +58,12 @@ from .healing import SessionHeals, apply_heals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .session_key import SessionKey
-from .tool_runs import ToolRun
+from .tool_runs import ToolRun, ToolRunReader
 
 if TYPE_CHECKING:
     from .store import SessionStore
 
-__all__ = ["HealLedger", "HealingSessionService", "ToolRunReader"]
+__all__ = ["HealLedger", "HealingSessionService"]
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -73,15 +73,6 @@ class HealLedger(Protocol):
 
     async def record(self, records: Sequence[HealRecord]) -> None:
         """Records heals; recording the same heal twice keeps one row."""
-        ...
-
-
-class ToolRunReader(Protocol):
-    """Where the tool-run ledger is read (:class:`~adk_session_heal.ledger.SqlToolRunLedger`)."""
-
-    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
-                   ) -> dict[str, ToolRun]:
-        """Returns the session's tool runs by call id."""
         ...
 
 

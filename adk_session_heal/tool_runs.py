@@ -34,17 +34,19 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .policy import CallOutcome
+from .session_key import SessionKey
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_MAX_RESULT_BYTES",
     "RunState",
     "ToolRun",
+    "ToolRunReader",
     "redacted",
     "run_outcome",
     "stored_result",
@@ -123,6 +125,15 @@ class ToolRun:
         """
         return (self.state in (RunState.ANNOUNCED, RunState.STARTED)
                 and now < self.lease_until + clock_skew)
+
+
+class ToolRunReader(Protocol):
+    """Where healers read tool runs: ``SqlToolRunLedger`` or ``RedisToolRunLedger``."""
+
+    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
+                   ) -> dict[str, ToolRun]:
+        """Returns the session's tool runs by call id (only ``call_ids`` when given)."""
+        ...
 
 
 def redacted(value: Any) -> Any:

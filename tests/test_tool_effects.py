@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -135,3 +136,15 @@ def test_the_readme_s_side_effects_blocks_run(index: int, monkeypatch: pytest.Mo
     assert len(blocks) == 2
     monkeypatch.chdir(README.parent)
     exec(compile(blocks[index], f"README.md block {index}", "exec"), {"__name__": "readme"})
+
+
+def test_the_readme_s_payment_example_prints_what_it_shows() -> None:
+    """The tool-run ledger's payment example prints exactly the lines the README shows."""
+    section = README.read_text().split("\n### Recording tool runs", 1)[1].split("\n## ")[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    (shown,) = re.findall(r"```text\n(.*?)```", section, re.S)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False, cwd=README.parent,
+                         env={**os.environ, "PYTHONPATH": str(README.parent)})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout == shown

@@ -1,5 +1,7 @@
 """A real Runner with the tool-run ledger, to be killed: ``tool_run_kill.py URL SESSION MARKER AT``.
 
+URL is a SQL store's or a ``redis://`` one (``?key_prefix=``: ADK's Redis sessions).
+
 AT is ``before_start`` (a plugin listed before the ledger's touches MARKER in
 its ``before_tool_callback``, once the call event is stored and announced,
 then sleeps: the tool never starts), ``during_tool`` (the tool touches MARKER,
@@ -17,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from google.adk.agents import LlmAgent
+from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService
 from google.genai import types
 from stores import APP, USER, Store
 
+from adk_session_heal.store.redis_tool_runs import RedisToolRunLedger
 from adk_session_heal.store.tool_runs import SqlToolRunLedger
+from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
 
@@ -61,9 +67,16 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
             await asyncio.sleep(3600)
         return {"status": "charged"}
 
-    kind = "adk_sqlite" if url.startswith("sqlite:///") else "other"
-    service = Store(kind, url).service()
-    ledger = SqlToolRunLedger.from_url(url)
+    service: BaseSessionService
+    ledger: SqlToolRunLedger | RedisToolRunLedger
+    if url.startswith("redis"):
+        parsed = parse_store_url(url)
+        service = RedisSessionService(RedisSessionServiceConfig(
+            uri=parsed.redis_url(), key_prefix=parsed.redis_key_prefix))
+        ledger = RedisToolRunLedger.from_url(url)
+    else:
+        service = Store("adk_sqlite" if url.startswith("sqlite:///") else "other", url).service()
+        ledger = SqlToolRunLedger.from_url(url)
     plugins: list[BasePlugin] = [ToolRunLedgerPlugin(ledger, lease_seconds=2.0)]
     if at == "before_start":
         plugins.insert(0, _StopBeforeStart(path))

@@ -36,7 +36,7 @@ class HealRecord:
         invocation_id: The invocation of the call event.
         call_ids: The answered call ids.
         tool_names: Their tools, in the same order.
-        reason: ``"superseded"`` or ``"stale"``.
+        reason: ``"superseded"``, ``"stale"`` or ``"abandoned"``.
         trigger: Which path wrote the heal.
         healed_at: When (POSIX seconds).
         effects: Each call's tool effect (a
@@ -46,6 +46,9 @@ class HealRecord:
         outcomes: Each call's outcome class (a
             :class:`~adk_session_heal.policy.CallOutcome` value), parallel to
             ``call_ids``; empty when not known, read as ``unknown``.
+        recovered: Per call, whether the heal wrote the tool's real result
+            kept by the tool-run ledger; empty when not known, read as
+            ``False``. Not kept by the ledgers.
     """
 
     app_name: str
@@ -61,6 +64,7 @@ class HealRecord:
     healed_at: float
     effects: tuple[str, ...] = ()
     outcomes: tuple[str, ...] = ()
+    recovered: tuple[bool, ...] = ()
 
     @property
     def key(self) -> SessionKey:
@@ -76,6 +80,12 @@ class HealRecord:
     def call_outcomes(self) -> tuple[str, ...]:
         """Each call's outcome class, ``unknown`` where the record does not say."""
         return _parallel(self.outcomes, len(self.call_ids))
+
+    @property
+    def call_recovered(self) -> tuple[bool, ...]:
+        """Per call, whether its real result was written (``False`` where not said)."""
+        count = len(self.call_ids)
+        return (self.recovered + (False,) * count)[:count]
 
     def log_fields(self) -> dict[str, Any]:
         """Returns the record as flat fields for a structured log line."""

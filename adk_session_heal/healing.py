@@ -228,6 +228,7 @@ class Heal:
             healed_at=self.healed_at,
             effects=tuple(self.policy.effect_of(name).value for name in plan.tool_names),
             outcomes=tuple(CallOutcome(call.outcome).value for call in plan.calls),
+            recovered=tuple(call.recovered is not None for call in plan.calls),
         )
 
 

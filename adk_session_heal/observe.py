@@ -53,6 +53,7 @@ __all__ = [
     "HEALS_METRIC",
     "HEAL_SPAN",
     "RESOLUTION_HEALED",
+    "RESOLUTION_RECOVERED",
     "report_heal",
     "report_repair_run",
     "set_telemetry_providers",
@@ -72,7 +73,9 @@ DEAD_CALLS_METRIC = "adk_session_heal.dead_calls"
 DEAD_CALL_SPAN = "adk_session_heal.dead_call"
 """Span recorded per dead call, a child of its heal's span."""
 RESOLUTION_HEALED = "healed"
-"""The ``resolution`` of a dead call answered by a synthetic response."""
+"""The ``resolution`` of a dead call answered by a synthetic error response."""
+RESOLUTION_RECOVERED = "recovered"
+"""The ``resolution`` of a dead call answered with its tool's real result (tool-run ledger)."""
 
 
 @dataclass(frozen=True)
@@ -186,16 +189,17 @@ def _record_dead_calls(
 ) -> None:
     """Counts each dead call of a heal and records its span under the heal's."""
     parent = trace.set_span_in_context(heal_span)
-    for call_id, tool_name, effect, outcome in zip(
+    for call_id, tool_name, effect, outcome, recovered in zip(
         record.call_ids, record.tool_names, record.call_effects, record.call_outcomes,
-        strict=True,
+        record.call_recovered, strict=True,
     ):
+        resolution = RESOLUTION_RECOVERED if recovered else RESOLUTION_HEALED
         instruments.dead_calls.add(1, {
             **attributes,
             "tool_name": tool_name,
             "tool_effect": effect,
             "outcome": outcome,
-            "resolution": RESOLUTION_HEALED,
+            "resolution": resolution,
         })
         span = instruments.tracer.start_span(
             DEAD_CALL_SPAN,
@@ -207,7 +211,7 @@ def _record_dead_calls(
                 "adk_session_heal.tool_name": tool_name,
                 "adk_session_heal.tool_effect": effect,
                 "adk_session_heal.outcome": outcome,
-                "adk_session_heal.resolution": RESOLUTION_HEALED,
+                "adk_session_heal.resolution": resolution,
             },
         )
         span.end(end_time=max(start, time.time_ns()))

@@ -409,3 +409,14 @@ def test_in_an_adk_run_the_heal_span_nests_in_adk_s_trace() -> None:
     parent_name, scope = completed.stdout.strip().splitlines()[-1].split("|")
     assert parent_name == "invoke_workflow weather_agent", completed.stdout
     assert scope != "adk_session_heal"
+
+
+def test_a_recovered_result_is_resolution_recovered(telemetry: Telemetry) -> None:
+    """A heal that wrote a finished run's kept result counts that call as recovered."""
+    report_heal(heal_record(outcomes=("finished_result_lost", "may_have_run"),
+                            recovered=(True, False)))
+    points = telemetry.points(DEAD_CALLS_METRIC)
+    assert [(p[0]["outcome"], p[0]["resolution"]) for p in points] == [
+        ("finished_result_lost", "recovered"), ("may_have_run", "healed")]
+    assert [dict(s.attributes or {})["adk_session_heal.resolution"]
+            for s in telemetry.dead_call_spans()] == ["recovered", "healed"]

@@ -43,36 +43,23 @@ import traceback
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from . import migrate
-from .bulk import RepairPlan, apply_plan, check_repairable, plan_repair, scan
 from .errors import HealError
-from .heal_record import HealRecord
-from .ledger import SqlHealLedger
-from .migration_report import current_json, migration_json
-from .migration_report import history_json as db_history_json
+from .json_version import JSON_FORMAT
 from .policy import HealPolicy
-from .scan_report import (
-    HISTORY_COLUMNS,
-    JSON_FORMAT,
-    REPAIR_COLUMNS,
-    SCAN_COLUMNS,
-    CallEntry,
-    RepairReport,
-    ScanReport,
-    format_duration,
-    history_json,
-    history_records,
-    tsv_lines,
-)
-from .store import SessionFilter, open_store
-from .store.urls import StoreUrl, parse_store_url, redact_url
+
+if TYPE_CHECKING:  # the rest is imported where used: `--help` loads no ADK, rich or Alembic
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from .bulk import RepairPlan
+    from .heal_record import HealRecord
+    from .scan_report import CallEntry, RepairReport, ScanReport
+    from .store.urls import StoreUrl
 
 __all__ = ["URL_ENV", "main", "parse_duration"]
 
@@ -210,6 +197,7 @@ def _url_argument(command: F) -> F:
 
 def _url_in_hint(url: str) -> str:
     """Returns ``" URL"`` (redacted) for a command hint, or ``""`` if it came from the env."""
+    from .store.urls import redact_url
     source = click.get_current_context().get_parameter_source("url")
     return "" if source is click.core.ParameterSource.ENVIRONMENT else f" {redact_url(url)}"
 
@@ -302,6 +290,14 @@ class _Bar:
 @contextmanager
 def _progress(output: str) -> Iterator[Progress | None]:
     """A progress display on stderr for ``table`` output on a terminal; else ``None``."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     if output != "table" or not (sys.stdout.isatty() and sys.stderr.isatty()):
         yield None
         return
@@ -323,6 +319,7 @@ def _console(*, stderr: bool = False) -> Console:
     When its stream is not a terminal it is wide enough that no cell is ever
     cut, and prints no colour.
     """
+    from rich.console import Console
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(markup=False, highlight=False, stderr=stderr)
@@ -338,6 +335,7 @@ def _note(output: str, text: str) -> None:
 def _print_lines(output: str, records: Iterable[dict[str, Any]], summary: dict[str, Any],
                  columns: Sequence[str]) -> None:
     """Prints the line formats: ``jsonl`` records then a summary line, or ``tsv``."""
+    from .scan_report import tsv_lines
     if output == "jsonl":
         for record in records:
             click.echo(json.dumps({"version": JSON_FORMAT, **record}))
@@ -353,6 +351,7 @@ def _print_json(document: dict[str, Any]) -> None:
 
 def _table(title: str, columns: Sequence[str]) -> Table:
     """A table whose cells wrap (ids fold) rather than end in an ellipsis."""
+    from rich.table import Table
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -361,6 +360,7 @@ def _table(title: str, columns: Sequence[str]) -> Table:
 
 def _calls_table(title: str, entries: list[CallEntry], report: ScanReport,
                  *, why: bool = False) -> Table:
+    from .scan_report import format_duration
     now, dead_after = report.scanned_at, report.dead_after
     columns = ["session (app/user/id)", "call id", "tool", "invocation", "age", "status"]
     table = _table(title, [*columns, "why not healed"] if why else columns)
@@ -376,6 +376,7 @@ def _calls_table(title: str, entries: list[CallEntry], report: ScanReport,
 
 
 def _print_scan_tables(console: Console, report: ScanReport) -> None:
+    from .scan_report import format_duration
     console.print(report.summary_line())
     if report.dead_calls:
         console.print(_calls_table("Dead calls (healed by repair)", report.dead_calls, report))
@@ -475,6 +476,9 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 
     Example: adk-session-heal scan sqlite:///.adk/session.db --older-than 1h
     """
+    from .bulk import scan
+    from .scan_report import SCAN_COLUMNS
+    from .store import SessionFilter
     where = SessionFilter(app_name, user_id, session_id)
     with _progress(output) as progress:
         report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
@@ -521,6 +525,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
 
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
+    from .bulk import apply_plan, check_repairable, plan_repair
+    from .scan_report import REPAIR_COLUMNS, RepairReport
+    from .store import SessionFilter
     where = SessionFilter(app_name, user_id, session_id)
     policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
     if not dry_run and not yes and not sys.stdin.isatty():
@@ -570,6 +577,9 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
 
     Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
     """
+    from .ledger import SqlHealLedger
+    from .scan_report import HISTORY_COLUMNS, history_json, history_records
+    from .store import open_store
 
     async def read() -> tuple[str, list[HealRecord]]:
         store = await open_store(url, timeout=timeout)
@@ -619,6 +629,7 @@ def db_group() -> None:
 
 def _store_url(url: str) -> StoreUrl:
     """Parses a URL for the db commands (a bad one: one line, exit 2)."""
+    from .store.urls import parse_store_url
     try:
         return parse_store_url(url)
     except HealError as exc:
@@ -628,6 +639,7 @@ def _store_url(url: str) -> StoreUrl:
 def _sql_script(url: StoreUrl, action: Literal["upgrade", "downgrade"],
                 revision: str) -> tuple[str, str | None]:
     """Returns the offline SQL and the revision it leaves the database at."""
+    from . import migrate
     try:
         script = migrate.sql_script(url, action, revision)
         return script, migrate.resolve_revision(revision.rpartition(":")[2])
@@ -646,6 +658,8 @@ def _sql_flag(command: F) -> F:
 def _print_migration(command: Literal["db upgrade", "db downgrade"], url: StoreUrl,
                      target: str, revision: str | None, sql: str | None,
                      as_json: bool) -> None:
+    from . import migrate
+    from .migration_report import migration_json
     head = migrate.head_revision()
     if as_json:
         _print_json(migration_json(command, url, target=target, revision=revision, head=head,
@@ -671,6 +685,7 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 
     Example: adk-session-heal db upgrade sqlite:///.adk/session.db --sql
     """
+    from . import migrate
     store_url = _store_url(url)
     if sql_only:
         sql, now = _sql_script(store_url, "upgrade", revision)
@@ -704,6 +719,7 @@ def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: fl
 
     Example: adk-session-heal db downgrade sqlite:///.adk/session.db base --sql
     """
+    from . import migrate
     store_url = _store_url(url)
     if sql_only:
         sql, now = _sql_script(store_url, "downgrade", revision)
@@ -732,6 +748,8 @@ def db_current(url: str, timeout: float | None, as_json: bool) -> None:
 
     Example: adk-session-heal db current sqlite:///.adk/session.db --json
     """
+    from . import migrate
+    from .migration_report import current_json
     store_url = _store_url(url)
     now = _run(migrate.current(store_url, timeout=timeout))
     head = migrate.head_revision()
@@ -755,6 +773,8 @@ def db_history(url: str | None, timeout: float | None, as_json: bool) -> None:
 
     Example: adk-session-heal db history sqlite:///.adk/session.db
     """
+    from . import migrate
+    from .migration_report import history_json as db_history_json
     store_url = _store_url(url) if url is not None else None
     now = _run(migrate.current(store_url, timeout=timeout)) if store_url is not None else None
     found = migrate.revisions()

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .scan_report import JSON_FORMAT
+from .json_version import JSON_FORMAT
 from .store.migrations import Revision
 from .store.urls import StoreUrl
 

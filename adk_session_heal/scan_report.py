@@ -85,6 +85,7 @@ from .adk_compat import readable_event_data
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
+from .json_version import JSON_FORMAT
 from .session_key import SessionKey
 from .store.base import DamagedRow, WriteOutcome, WriteResult
 
@@ -108,8 +109,6 @@ __all__ = [
     "tsv_lines",
 ]
 
-JSON_FORMAT = 1
-"""Version of the JSON documents; bumped only for incompatible changes."""
 
 _PENDING_WHY = {
     "long_running": "long-running tool: its answer comes later (never healed)",

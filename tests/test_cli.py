@@ -662,3 +662,24 @@ def test_the_one_handler_hides_unexpected_errors_unless_debug() -> None:
     assert "ValueError: postgres:hunter2@db" in debug.stderr  # the user asked for it
     stopped = CliRunner().invoke(group, ["interrupted"])
     assert stopped.exit_code == 130 and stopped.stderr == "Interrupted.\n"
+
+
+_HEAVY = ("google.adk", "google.genai", "alembic", "rich", "sqlalchemy")
+
+
+@pytest.mark.parametrize("command", [[], ["scan"], ["repair"], ["history"], ["db", "upgrade"]])
+def test_help_loads_no_adk_rich_alembic_or_sqlalchemy(command: list[str]) -> None:
+    """`adk-session-heal [COMMAND] --help` imports none of the heavy packages (issue 13)."""
+    probe = (
+        "import sys\n"
+        "from adk_session_heal.cli import main\n"
+        f"try:\n    main([*{command!r}, '--help'])\n"
+        "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({_HEAVY!r})))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=False, cwd=HERE.parent, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().splitlines()[-1] == "[]"
+    assert "Usage:" in ran.stdout

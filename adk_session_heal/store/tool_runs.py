@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     func,
     select,
     update,
@@ -77,10 +78,50 @@ _UPSERT: dict[str, Any] = {"postgresql": postgresql, "sqlite": sqlite}
 """Dialects whose ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` records a start at once."""
 
 
-def _where(key: SessionKey, call_id: str) -> Any:
-    table = TOOL_RUNS_TABLE.c
-    return and_(table.app_name == key.app_name, table.user_id == key.user_id,
-                table.session_id == key.session_id, table.call_id == call_id)
+_COLUMNS = TOOL_RUNS_TABLE.c
+_KEY_MATCH = and_(*(_COLUMNS[name] == bindparam(f"k_{name}") for name in _KEY_COLUMNS),
+                  _COLUMNS.attempt == bindparam("k_attempt"))
+"""The row of one attempt: its key, and the attempt a writer holds."""
+
+_RENEW = (update(TOOL_RUNS_TABLE)
+          .where(_KEY_MATCH, _COLUMNS.state == RunState.STARTED.value)
+          .values(lease_until=bindparam("new_lease_until")))
+_FINISH = update(TOOL_RUNS_TABLE).where(_KEY_MATCH).values(
+    state=bindparam("new_state"), finished_at=bindparam("new_finished_at"),
+    lease_until=bindparam("new_finished_at"), result=bindparam("new_result"),
+    result_truncated=bindparam("new_result_truncated"))
+"""Built once: statements rebuilt per write cost more than their round trip (measured)."""
+
+_STARTED = ("tool_name", "invocation_id", "state", "host", "pid", "started_at", "lease_until",
+            "finished_at", "result", "result_truncated")
+"""The columns a start sets (besides the attempt)."""
+
+
+def _upsert(dialect: Any) -> Any:
+    """``INSERT ... ON CONFLICT DO UPDATE ... RETURNING attempt`` (PostgreSQL, SQLite)."""
+    statement = dialect.insert(TOOL_RUNS_TABLE)
+    return statement.on_conflict_do_update(
+        index_elements=list(_KEY_COLUMNS),
+        set_={"attempt": _COLUMNS.attempt + 1,
+              **{name: statement.excluded[name] for name in _STARTED}},
+    ).returning(_COLUMNS.attempt)
+
+
+_STARTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
+_ANNOUNCES = {name: module.insert(TOOL_RUNS_TABLE).on_conflict_do_nothing()
+              for name, module in (("postgresql", postgresql), ("sqlite", sqlite))}
+_MYSQL_START = mysql.insert(TOOL_RUNS_TABLE).values(
+    attempt=func.last_insert_id(1),
+    **{name: bindparam(name) for name in (*_KEY_COLUMNS, *_STARTED)},
+)
+_MYSQL_START = _MYSQL_START.on_duplicate_key_update(
+    attempt=func.last_insert_id(_COLUMNS.attempt + 1),
+    **{name: _MYSQL_START.inserted[name] for name in _STARTED})
+
+
+def _key_params(run: ToolRun) -> dict[str, Any]:
+    return {"k_app_name": run.app_name, "k_user_id": run.user_id,
+            "k_session_id": run.session_id, "k_call_id": run.call_id, "k_attempt": run.attempt}
 
 
 def _run(row: Any) -> ToolRun:
@@ -106,6 +147,9 @@ class SqlToolRunLedger:
 
     def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
         self.engine = engine
+        # One statement per write: autocommit, set once on a copy of the engine (a
+        # per-connection setting cost a call per write).
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._owns_engine = owns_engine
         self._url: StoreUrl | None = None
 
@@ -142,12 +186,11 @@ class SqlToolRunLedger:
                 f"no tool-run ledger in {self._name()} (ledger revision {revision!r}): run "
                 f"`adk-session-heal db upgrade {self._name()}` once to create it")
 
-    async def _write(self, statement: Any, doing: str) -> int:
+    async def _write(self, statement: Any, params: dict[str, Any], doing: str) -> int:
         """Runs one statement in autocommit (one round trip; a single statement is atomic)."""
         try:
-            async with self.engine.connect() as conn:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                result = await conn.execute(statement)
+            async with self._autocommit.connect() as conn:
+                result = await conn.execute(statement, params)
                 return int(result.rowcount)
         except SQLAlchemyError as exc:
             raise LedgerError(f"cannot {doing} in {self._name()}: {type(exc).__name__}") from exc
@@ -170,10 +213,13 @@ class SqlToolRunLedger:
                 for run in runs]
         if not rows:
             return
+        statement = _ANNOUNCES.get(self.engine.dialect.name)
         try:
-            async with self.engine.connect() as conn:  # one statement per row at most: autocommit
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
+            async with self._autocommit.connect() as conn:
+                if statement is not None:
+                    await conn.execute(statement, rows)
+                else:  # MySQL/MariaDB: a duplicate key is found by its error code, row by row
+                    await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
         except SQLAlchemyError as exc:
             raise LedgerError(
                 f"cannot announce tool calls in {self._name()}: {type(exc).__name__}") from exc
@@ -190,55 +236,30 @@ class SqlToolRunLedger:
         Raises:
             LedgerError: The record could not be written (the tool must not run).
         """
-        values = {
-            "tool_name": run.tool_name, "invocation_id": run.invocation_id,
-            "state": RunState.STARTED.value, "host": run.host, "pid": run.pid,
-            "started_at": run.started_at, "lease_until": run.lease_until,
-            "finished_at": None, "result": None, "result_truncated": False,
-        }
         row = {"app_name": run.app_name, "user_id": run.user_id,
-               "session_id": run.session_id, "call_id": run.call_id, "attempt": 1, **values}
-        table = TOOL_RUNS_TABLE
-        dialect = self.engine.dialect.name
+               "session_id": run.session_id, "call_id": run.call_id, "attempt": 1,
+               "tool_name": run.tool_name, "invocation_id": run.invocation_id,
+               "state": RunState.STARTED.value, "host": run.host, "pid": run.pid,
+               "started_at": run.started_at, "lease_until": run.lease_until,
+               "finished_at": None, "result": None, "result_truncated": False}
+        statement = _STARTS.get(self.engine.dialect.name)
         try:
-            if dialect in _UPSERT:
-                statement = _UPSERT[dialect].insert(table).values(**row)
-                statement = statement.on_conflict_do_update(
-                    index_elements=list(_KEY_COLUMNS),
-                    set_={"attempt": table.c.attempt + 1, **values},
-                ).returning(table.c.attempt)
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    return int((await conn.execute(statement)).scalar_one())
-            return await self._start_by_key(row, values)
+            async with self._autocommit.connect() as conn:
+                if statement is not None:
+                    return int((await conn.execute(statement, row)).scalar_one())
+                # MySQL/MariaDB: LAST_INSERT_ID(expr) leaves this statement's attempt in the
+                # connection, so the SELECT on it reads ours, whatever other connections do.
+                del row["attempt"]
+                await conn.execute(_MYSQL_START, row)
+                return int((await conn.execute(select(func.last_insert_id()))).scalar_one())
         except SQLAlchemyError as exc:
             raise LedgerError(
                 f"cannot record a tool start in {self._name()}: {type(exc).__name__}") from exc
 
-    async def _start_by_key(self, row: dict[str, Any], values: dict[str, Any]) -> int:
-        """MySQL/MariaDB: one upsert that leaves its attempt in ``LAST_INSERT_ID()``.
-
-        ``LAST_INSERT_ID(expr)`` sets the connection's value, so the ``SELECT``
-        on the same connection reads this statement's attempt, whatever other
-        connections do (a read of the row could see a concurrent start's).
-        """
-        table = TOOL_RUNS_TABLE
-        statement = mysql.insert(table).values(
-            **{**row, "attempt": func.last_insert_id(1)}
-        ).on_duplicate_key_update(attempt=func.last_insert_id(table.c.attempt + 1), **values)
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(statement)
-            return int((await conn.execute(select(func.last_insert_id()))).scalar_one())
-
     async def renew(self, run: ToolRun, lease_until: float) -> bool:
         """Pushes a running attempt's lease to ``lease_until``; ``False`` if it is not running."""
-        table = TOOL_RUNS_TABLE
-        key = SessionKey(run.app_name, run.user_id, run.session_id)
-        count = await self._write(
-            update(table).where(_where(key, run.call_id), table.c.attempt == run.attempt,
-                                table.c.state == RunState.STARTED.value)
-            .values(lease_until=lease_until), "renew a tool lease")
+        count = await self._write(_RENEW, {**_key_params(run), "new_lease_until": lease_until},
+                                  "renew a tool lease")
         return count > 0
 
     async def finish(self, run: ToolRun, state: RunState, finished_at: float,
@@ -253,12 +274,9 @@ class SqlToolRunLedger:
                 (:func:`~adk_session_heal.tool_runs.stored_result`), or ``None``.
             truncated: The result was too large to keep.
         """
-        table = TOOL_RUNS_TABLE
-        key = SessionKey(run.app_name, run.user_id, run.session_id)
-        count = await self._write(
-            update(table).where(_where(key, run.call_id), table.c.attempt == run.attempt)
-            .values(state=state.value, finished_at=finished_at, lease_until=finished_at,
-                    result=result, result_truncated=truncated), "record a tool's end")
+        count = await self._write(_FINISH, {
+            **_key_params(run), "new_state": state.value, "new_finished_at": finished_at,
+            "new_result": result, "new_result_truncated": truncated}, "record a tool's end")
         return count > 0
 
     async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None

@@ -64,6 +64,28 @@ def late_answer_history(size: int) -> list[types.Content]:
     return contents
 
 
+def chained_late_history(size: int, links: int = 6) -> list[types.Content]:
+    """:func:`history` whose tail needs more widenings than the tail path tries.
+
+    Link ``k`` moves the response of the call ``11 + 2k`` invocations before
+    the newest three invocations later, into the stretch the previous
+    widening took in. The tail of ``num_invocations_to_keep=10`` widens to each
+    call in turn; after four widenings ours runs its full pass. (ADK's plugin
+    keeps one content less: it starts at the oldest call kept, ours at the
+    start of that call's invocation.)
+    """
+    contents = history(size)
+    invocations = len(contents) // 4
+    for k in range(links):
+        back = 11 + 2 * k
+        start = (invocations - 1 - back) * 4
+        response = contents[start + 2]
+        target = contents[(invocations - 1 - (back - 3)) * 4 + 2]  # a later turn's response
+        contents.remove(response)
+        contents.insert(contents.index(target) + 1, response)
+    return contents
+
+
 def _every_fifth_dropped(contents: list[types.Content]) -> list[types.Content]:
     """A custom filter that breaks pairs: drops every fifth content."""
     return [c for i, c in enumerate(contents) if i % 5 != 4]
@@ -137,18 +159,23 @@ def full_pass_table(runs: int = 41) -> None:
     print("|---|---:|---:|---:|---:|")
     late = late_answer_history(10_000)
     plain = history(10_000)
+    chained = chained_late_history(10_000)
     filters: list[tuple[str, Any]] = [
         ("identity", lambda contents: contents), ("keep last 20", _keep_last_20),
         ("drop every 5th", _every_fifth_dropped)]
     cases: list[tuple[str, int | None, int, list[types.Content], Any]] = [
-        # A protected prefix that opens a tool cycle (user, call) needs the full pass.
-        *((f"full pass (keep 10, protected_prefix=2), {name}", 10, 2, plain, f)
+        # A protected prefix that opens a tool cycle (user, call): the tail cut, then
+        # everything below it paired to close the prefix's cycles.
+        *((f"prefix opening a cycle (keep 10, protected_prefix=2), {name}", 10, 2, plain, f)
           for name, f in filters),
         *((f"call-free prefix, from the tail (keep 10, protected_prefix=1), {name}", 10, 1,
            plain, f) for name, f in filters[2:]),
         *((f"tail widened to a late answer (keep 10), {name}", 10, 0, late, f)
           for name, f in filters),
         *((f"tail cut (keep 10), {name}", 10, 0, plain, f) for name, f in filters[2:]),
+        # Late answers chained further back than the tail path widens: the full pass.
+        *((f"full pass (keep 10, answers chained 6 deep), {name}", 10, 0, chained, f)
+          for name, f in filters),
         *((f"no trim, {name}", None, 0, plain, f) for name, f in filters),
     ]
     for label, keep, prefix, contents, custom in cases:

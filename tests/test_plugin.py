@@ -492,3 +492,36 @@ def test_tail_cut_agrees_with_the_full_pass(history: list[Any], dropped: int, ke
     window = ContextWindow(num_invocations_to_keep=keep, hysteresis=hysteresis,
                            protected_prefix=data.draw(st.integers(0, 4)))
     assert trim(contents, window) == full_trim(contents, window)
+
+
+def _turns(count: int) -> list[types.Content]:
+    return [c for i in range(count) for c in (user(f"q{i}"), model(f"a{i}"))]
+
+
+@pytest.mark.parametrize("name,contents", [
+    ("answered at once", [user("q"), calls(("p", "f")), answers(("p", "f")), *_turns(12)]),
+    ("answered late, beyond the cut", [user("q"), calls(("p", "f")), *_turns(12),
+                                       answers(("p", "f"))]),
+    ("answered twice, the second late", [user("q"), calls(("p", "f")), answers(("p", "f")),
+                                         *_turns(6), answers(("p", "f")), *_turns(6)]),
+    ("its id reused later: the late answer is the new call's",
+     [user("q"), calls(("p", "f")), answers(("p", "f")), *_turns(4), calls(("p", "f")),
+      *_turns(3), answers(("p", "f")), *_turns(6)]),
+    ("a call inside the extension answered later (transitive)",
+     [user("q"), calls(("p", "f")), calls(("x", "g")), answers(("p", "f")), *_turns(3),
+      answers(("x", "g")), *_turns(8)]),
+    ("a later call pulled in by a late answer, answered later still",
+     [user("q"), calls(("p", "f")), *_turns(2), calls(("y", "h")), *_turns(2),
+      answers(("p", "f")), *_turns(2), answers(("y", "h")), *_turns(8)]),
+    ("id-less, matched by name", [user("q"), calls((None, "f")), *_turns(3),
+                                  answers((None, "f")), *_turns(9)]),
+])
+def test_a_protected_prefix_closes_like_the_full_pass(name: str,
+                                                      contents: list[types.Content]) -> None:
+    """The prefix's tool cycles close at the same end without pairing the whole history."""
+    from adk_session_heal.plugin.trimming import full_trim, trim
+
+    for keep in (1, 2, 4):
+        for prefix in (1, 2, 3):
+            window = ContextWindow(num_invocations_to_keep=keep, protected_prefix=prefix)
+            assert trim(contents, window) == full_trim(contents, window), (name, keep, prefix)

@@ -11,8 +11,10 @@
   window still starts with a human message).
 
 :func:`trim` finds the count-mode cut from the end (:func:`tail_cut`) when it
-can (also beside a protected prefix that holds no call), and otherwise makes
-one pass over every content plus a step-level pairing
+can; beside a protected prefix that opens tool cycles it then pairs only what
+lies below that cut to close them (:func:`_closed_before`). Otherwise (a budget,
+or a tail needing more widenings than :func:`tail_cut` tries) it makes one pass
+over every content plus a step-level pairing
 (:func:`~adk_session_heal.pairing.response_owners`, :func:`full_trim`).
 Pure: no I/O.
 """
@@ -77,11 +79,13 @@ def _safe_starts(starts: list[int], reach: dict[int, int]) -> list[int]:
     return safe
 
 
-def _closed_prefix(shape: _Shape, length: int, total: int) -> int:
-    """Extends the first ``length`` of ``total`` contents to the end of the cycles they open."""
+def _closure_end(reach: dict[int, int], length: int, total: int) -> int:
+    """Extends the first ``length`` of ``total`` contents to the end of the cycles they open.
+
+    ``reach`` maps each content holding answered calls to its last response.
+    """
     if length <= 0:
         return 0
-    reach = shape.reach
     end = min(length, total)
     furthest = -1
     index = 0
@@ -193,20 +197,34 @@ def trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types
     if keep is None and window.budget is None:
         return list(contents)
     prefix = window.protected_prefix
-    if keep is not None and window.budget is None and _opens_no_cycle(contents, prefix):
+    if keep is not None and window.budget is None:
         fast = tail_cut(contents, keep, window.hysteresis)
         if fast is not None:
-            return list(contents) if fast <= prefix else [*contents[:prefix], *contents[fast:]]
+            closed = _closed_before(contents, min(prefix, len(contents)), fast)
+            return list(contents) if fast <= closed else [*contents[:closed], *contents[fast:]]
     return full_trim(contents, window)
 
 
-def _opens_no_cycle(contents: Sequence[types.Content], prefix: int) -> bool:
-    """Whether the first ``prefix`` contents hold no call (their closure is themselves).
+def _closed_before(contents: Sequence[types.Content], prefix: int, cut: int) -> int:
+    """The protected prefix extended to the end of the tool cycles it opens, below a safe cut.
 
-    A protected prefix holding no call extends to nothing later, and the cut
-    never depends on it, so the count-mode cut from the end still holds.
+    ``cut`` is safe: no response at or after it belongs to a call before it.
+    So every response of a call before ``cut`` lies before it, and pairing
+    ``contents[:cut]`` alone attributes them as pairing the whole history
+    would (an attribution depends only on what precedes a response): the
+    closure is :func:`_closure_end`'s, as in :func:`full_trim`.
+
+    Returns:
+        The closure's end (exclusive); ``prefix`` when the prefix opens no
+        cycle, or when ``cut <= prefix``.
     """
-    return not prefix or not any(calls for calls, _ in content_steps(contents[:prefix])[0])
+    if not prefix or cut <= prefix:
+        return prefix
+    if not any(calls for calls, _ in content_steps(contents[:prefix])[0]):
+        return prefix  # closes on itself: nothing more is read
+    steps, _ = content_steps(contents[:cut])
+    reach = {call: response for call, response in response_owners(steps)}
+    return _closure_end(reach, prefix, cut)
 
 
 def full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[types.Content]:
@@ -219,7 +237,7 @@ def full_trim(contents: Sequence[types.Content], window: ContextWindow) -> list[
         target = starts[-keep]
         position = bisect_right(safe, target)
         cut = safe[position - 1] if position else 0
-    prefix = _closed_prefix(shape, window.protected_prefix, len(contents))
+    prefix = _closure_end(shape.reach, window.protected_prefix, len(contents))
     if window.budget is not None:
         sizes = [window.counter(c) for c in contents]
         prefix_size = sum(sizes[:prefix])

@@ -7,7 +7,7 @@ Records of new heals are built in one place,
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .session_key import SessionKey
@@ -48,7 +48,7 @@ class HealRecord:
             ``call_ids``; empty when not known, read as ``unknown``.
         recovered: Per call, whether the heal wrote the tool's real result
             kept by the tool-run ledger; empty when not known, read as
-            ``False``. Not kept by the ledgers.
+            ``False``. Not kept by the ledgers, so not compared.
     """
 
     app_name: str
@@ -64,7 +64,7 @@ class HealRecord:
     healed_at: float
     effects: tuple[str, ...] = ()
     outcomes: tuple[str, ...] = ()
-    recovered: tuple[bool, ...] = ()
+    recovered: tuple[bool, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> SessionKey:

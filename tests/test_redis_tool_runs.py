@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -20,6 +16,7 @@ from conftest import close_redis
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from servers import REDIS_URL, temporary_redis_prefix
 from stores import APP, USER
+from tool_run_kill import run_until_killed
 
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.bulk import repair
@@ -29,7 +26,6 @@ from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store.redis_tool_runs import RedisToolRunLedger
 from adk_session_heal.tool_runs import RunState, ToolRun, run_outcome
 
-KILL_SCRIPT = Path(__file__).with_name("tool_run_kill.py")
 MAY_HAVE_RUN = {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN], "outcome": "may_have_run",
                 "safe_to_retry": False}
 
@@ -96,22 +92,7 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
     adk = service()
     session = await adk.create_session(app_name=APP, user_id=USER)
     await close_redis(adk)
-    marker = tmp_path / "marker"
-    process = subprocess.Popen(
-        [sys.executable, str(KILL_SCRIPT), url, session.id, str(marker), "during_tool"],
-        cwd=KILL_SCRIPT.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": f"{KILL_SCRIPT.parent.parent}:{KILL_SCRIPT.parent}"})
-    try:
-        deadline = time.time() + 60
-        while not marker.exists():
-            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
-            assert time.time() < deadline, "the runner never reached its kill point"
-            await asyncio.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
+    await run_until_killed(url, session.id, "during_tool", tmp_path)
     (run,) = (await ledger.runs(SessionKey(APP, USER, session.id))).values()
     assert run.state is RunState.STARTED and run_outcome(run, run.lease_until + 1) is (
         CallOutcome.MAY_HAVE_RUN)

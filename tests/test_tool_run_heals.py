@@ -10,12 +10,6 @@ scripted model to see what it is told.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +26,7 @@ from stores import (  # noqa: F401
     close,
     tool_run_ledger_fixture,
 )
+from tool_run_kill import run_until_killed
 
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.bulk import repair
@@ -40,8 +35,6 @@ from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.policy import LEDGER_ERRORS, NOT_STARTED_ERROR, CallOutcome
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.testing import ScriptedModel
-
-KILL_SCRIPT = Path(__file__).with_name("tool_run_kill.py")
 
 EXPECTED = {
     "before_start": {"error": NOT_STARTED_ERROR, "outcome": "not_started", "safe_to_retry": True},
@@ -57,22 +50,7 @@ async def _killed_run(store: Store, kill_at: str, tmp_path: Path) -> str:
     service = store.service()
     session = await service.create_session(app_name=APP, user_id=USER)
     await close(service)
-    marker = tmp_path / "marker"
-    process = subprocess.Popen(
-        [sys.executable, str(KILL_SCRIPT), store.url, session.id, str(marker), kill_at],
-        cwd=KILL_SCRIPT.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": f"{KILL_SCRIPT.parent.parent}:{KILL_SCRIPT.parent}"})
-    try:
-        deadline = time.time() + 60
-        while not marker.exists():
-            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
-            assert time.time() < deadline, "the runner never reached its kill point"
-            await asyncio.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
+    await run_until_killed(store.url, session.id, kill_at, tmp_path)
     return session.id
 
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from stores import (  # noqa: F401
     close,
     tool_run_ledger_fixture,
 )
+from tool_run_kill import run_until_killed
 
 from adk_session_heal.policy import CallOutcome
 from adk_session_heal.session_key import SessionKey
@@ -31,8 +29,6 @@ from adk_session_heal.store.tool_runs import SqlToolRunLedger
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import NOT_RECORDED_ERROR, ToolRunLedgerPlugin
 from adk_session_heal.tool_runs import RunState, ToolRun, run_outcome
-
-KILL_SCRIPT = Path(__file__).with_name("tool_run_kill.py")
 
 
 async def _run(store: Store, tool: Any, plugin: ToolRunLedgerPlugin,
@@ -210,22 +206,7 @@ async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
     service = adk_store.service()
     session = await service.create_session(app_name=APP, user_id=USER)
     await close(service)
-    marker = tmp_path / "marker"
-    process = subprocess.Popen(
-        [sys.executable, str(KILL_SCRIPT), adk_store.url, session.id, str(marker), kill_at],
-        cwd=Path(__file__).parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": f"{KILL_SCRIPT.parent.parent}:{KILL_SCRIPT.parent}"})
-    try:
-        deadline = time.time() + 60
-        while not marker.exists():
-            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
-            assert time.time() < deadline, "the runner never reached its kill point"
-            await asyncio.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)  # reaps it and closes its pipes
+    await run_until_killed(adk_store.url, session.id, kill_at, tmp_path)
     run = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))
     if kill_at == "before_start":
         assert run.state is RunState.ANNOUNCED and run.attempt == 0

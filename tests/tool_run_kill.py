@@ -13,6 +13,9 @@ sleeps). The test SIGKILLs the process once MARKER exists.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +98,32 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
     message = types.Content(role="user", parts=[types.Part(text="go")])
     async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message):
         pass
+
+
+async def run_until_killed(url: str, session_id: str, kill_at: str, folder: Path) -> None:
+    """Runs this script on the session in a child process and SIGKILLs it at ``kill_at``.
+
+    The tests' one harness for a runner dying at a chosen point: it waits (60 s
+    at most) for the child to touch its marker in ``folder``, kills it, and
+    reaps it. A child that exits first fails the test with its stderr.
+    """
+    here = Path(__file__).resolve()
+    marker = folder / f"marker-{kill_at}"
+    process = subprocess.Popen(
+        [sys.executable, str(here), url, session_id, str(marker), kill_at],
+        cwd=here.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": f"{here.parent.parent}:{here.parent}"})
+    try:
+        deadline = time.time() + 60
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
+            assert time.time() < deadline, "the runner never reached its kill point"
+            await asyncio.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)  # reaps it and closes its pipes
 
 
 if __name__ == "__main__":

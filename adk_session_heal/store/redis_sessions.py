@@ -74,6 +74,7 @@ __all__ = [
     "RedisHealLedger",
     "RedisStore",
     "open_redis_store",
+    "redis_client_for",
     "stores_like_adk_redis",
 ]
 
@@ -429,6 +430,21 @@ async def open_redis_store(
     return RedisStore(lambda: client, url.redis_key_prefix, url, owns_client=True)
 
 
+def redis_client_for(url: str | StoreUrl) -> tuple[Any, str]:
+    """A new ``redis.asyncio`` client (decoding responses) and ADK's key prefix for a URL.
+
+    Raises:
+        UnsupportedStoreError: The URL is not a Redis one.
+    """
+    from .urls import parse_store_url
+
+    store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
+    if store_url.backend != "redis":
+        raise UnsupportedStoreError(f"{store_url} is not a Redis URL")
+    client = _redis_asyncio().from_url(store_url.redis_url(), decode_responses=True)
+    return client, store_url.redis_key_prefix
+
+
 class RedisHealLedger:
     """The heal ledger of a Redis session store: one hash (see the module docstring).
 
@@ -456,13 +472,8 @@ class RedisHealLedger:
     @classmethod
     def from_url(cls, url: str | StoreUrl) -> RedisHealLedger:
         """Opens the ledger of a ``redis://`` store URL."""
-        from .urls import parse_store_url
-
-        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        if store_url.backend != "redis":
-            raise UnsupportedStoreError(f"{store_url} is not a Redis URL")
-        client = _redis_asyncio().from_url(store_url.redis_url(), decode_responses=True)
-        return cls(client, key_prefix=store_url.redis_key_prefix, owns_client=True)
+        client, key_prefix = redis_client_for(url)
+        return cls(client, key_prefix=key_prefix, owns_client=True)
 
     async def record(self, records: Sequence[HealRecord]) -> None:
         """Records heals; a heal already recorded keeps its first record."""

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import LedgerError
 from ..session_key import SessionKey
 from ..tool_runs import RunState, ToolRun
-from .redis_sessions import _close_client, _redis_asyncio, _redis_errors, _text
+from .redis_sessions import _close_client, _redis_errors, _text, redis_client_for
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
 __all__ = ["TOOL_RUNS_KEY_PREFIX", "RedisToolRunLedger"]
@@ -90,13 +90,8 @@ class RedisToolRunLedger:
     @classmethod
     def from_url(cls, url: str | StoreUrl) -> RedisToolRunLedger:
         """Opens the ledger of a ``redis://`` store URL."""
-        from .urls import parse_store_url
-
-        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        if store_url.backend != "redis":
-            raise LedgerError(f"{store_url} is not a Redis URL")
-        client = _redis_asyncio().from_url(store_url.redis_url(), decode_responses=True)
-        return cls(client, key_prefix=store_url.redis_key_prefix, owns_client=True)
+        client, key_prefix = redis_client_for(url)
+        return cls(client, key_prefix=key_prefix, owns_client=True)
 
     def hash_key(self, key: SessionKey) -> str:
         """The hash holding one session's tool runs."""

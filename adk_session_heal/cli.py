@@ -792,5 +792,7 @@ def db_history(url: str | None, timeout: float | None, as_json: bool) -> None:
 @main.command("demo")
 def demo_command() -> None:
     """Crash a real ADK run mid-tool on embedded SQLite, then heal it."""
+    from rich.console import Console
+
     demo = importlib.import_module("adk_session_heal.demo")
     sys.exit(asyncio.run(demo.run_demo(Console())))

@@ -158,8 +158,7 @@ async def _plan(
             try:
                 findings = classify(stored.events, STORED_JSON, now=now,
                                     stale_after=stale_after, clock_skew=clock_skew)
-                ids = findings.open_call_ids if tool_runs is not None else ()
-                if tool_runs is not None and ids:
+                if tool_runs is not None and (ids := findings.open_call_ids):
                     findings = with_tool_runs(findings, await tool_runs.runs(key, ids),
                                               now=now, clock_skew=clock_skew)
                 if policy is not None and findings.needs_healing:

@@ -229,13 +229,12 @@ class SessionFindings:
         return bool(self.dead)
 
     @property
-    def maybe_unanswered(self) -> bool:
-        """``False`` promises every call with an id is answered (no call findings built)."""
-        return self._maybe_dead
-
-    @property
     def open_call_ids(self) -> tuple[str, ...]:
-        """Ids of the unanswered calls the tool-run ledger can speak for (not pending)."""
+        """Ids of the unanswered calls the tool-run ledger can speak for (not pending).
+
+        Empty at no cost when every call with an id is answered (the call
+        findings are not built): a healer reads tool runs only for these.
+        """
         if not self._maybe_dead:
             return ()
         return tuple(c.call_id for c in self.calls if c.call_id and c.status in _OPEN)
@@ -495,7 +494,7 @@ def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, no
     Returns:
         New findings (the same object when nothing changes).
     """
-    if not runs or not findings.maybe_unanswered:
+    if not runs:
         return findings
     calls: list[CallFinding] = []
     changed = False

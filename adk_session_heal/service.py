@@ -52,13 +52,13 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from typing_extensions import override
 
 from .errors import HealWriteError
-from .findings import SessionFindings, classify, with_tool_runs
+from .findings import classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import SessionHeals, apply_heals, plan_session
 from .observe import report_heal
 from .policy import HealPolicy
 from .session_key import SessionKey
-from .tool_runs import ToolRun, ToolRunReader
+from .tool_runs import ToolRunReader
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -96,7 +96,9 @@ class HealingSessionService(BaseSessionService):
             :class:`adk_session_heal.ledger.SqlHealLedger`. Optional.
         tool_runs: The tool-run ledger the runners'
             :class:`~adk_session_heal.tool_run_plugin.ToolRunLedgerPlugin`
-            writes (a :class:`~adk_session_heal.ledger.SqlToolRunLedger`).
+            writes (a :class:`~adk_session_heal.ledger.SqlToolRunLedger` or,
+            beside ADK's Redis sessions, a
+            :class:`~adk_session_heal.ledger.RedisToolRunLedger`).
             With it, a call whose lease is alive is never healed, however
             old; one whose lease expired (or whose run ended) is healed at
             once, worded by its outcome, a finished run's kept result
@@ -260,10 +262,10 @@ class HealingSessionService(BaseSessionService):
         try:  # fail-open like the write: a healer must never break the user's turn
             findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
                                 clock_skew=self.policy.clock_skew_seconds)
-            if self._tool_runs is not None and findings.maybe_unanswered:
-                findings = with_tool_runs(
-                    findings, await self._runs_of(session, findings), now=now,
-                    clock_skew=self.policy.clock_skew_seconds)
+            if self._tool_runs is not None and (ids := findings.open_call_ids):
+                runs = await self._tool_runs.runs(SessionKey.of(session), ids)
+                findings = with_tool_runs(findings, runs, now=now,
+                                          clock_skew=self.policy.clock_skew_seconds)
             if not findings.needs_healing:
                 return
             planned = plan_session(
@@ -313,12 +315,6 @@ class HealingSessionService(BaseSessionService):
                         }
                     },
                 )
-
-    async def _runs_of(self, session: Session, findings: SessionFindings) -> dict[str, ToolRun]:
-        """The tool runs of the session's unanswered calls (raises if they cannot be read)."""
-        assert self._tool_runs is not None
-        ids = findings.open_call_ids
-        return await self._tool_runs.runs(SessionKey.of(session), ids) if ids else {}
 
     async def _write(self, session: Session, planned: SessionHeals, store: SessionStore) -> None:
         """Writes the heals through the store's one writer and reports those written.

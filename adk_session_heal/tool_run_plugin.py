@@ -69,7 +69,7 @@ NOT_RECORDED_ERROR = (
 
 
 class ToolRunLedger(Protocol):
-    """Where tool runs are recorded (``store.tool_runs.SqlToolRunLedger``)."""
+    """Where tool runs are recorded: ``SqlToolRunLedger`` or ``RedisToolRunLedger``."""
 
     async def announce(self, runs: Sequence[ToolRun]) -> None:
         """Records calls about to run, keeping existing records."""
@@ -89,7 +89,8 @@ class ToolRunLedgerPlugin(BasePlugin):
     """Records every tool call's start, lease and end in a tool-run ledger.
 
     Args:
-        ledger: Where to record (a ``SqlToolRunLedger`` on the session database).
+        ledger: Where to record: a ``SqlToolRunLedger`` on the session
+            database, or a ``RedisToolRunLedger`` beside ADK's Redis sessions.
         lease_seconds: How long a start counts as alive without a heartbeat;
             the heartbeat renews it every third of this.
         max_result_bytes: The largest result kept (bytes of JSON).

@@ -106,6 +106,10 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
         return [r.response for e in got.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)
                 for r in e.get_function_responses()]
 
+    beside = service()  # the README's form: the ledger over a RedisSessionService's own client
+    assert await RedisToolRunLedger.from_service(beside).runs(SessionKey(APP, USER, session.id)) \
+        == {run.call_id: run}
+    await close_redis(beside)
     assert await read(run.lease_until - 0.5, HealPolicy(stale_after=0, clock_skew=0)) == []
     alive = await repair(url, policy=HealPolicy(stale_after=0, clock_skew=0),
                          now=run.lease_until - 0.5, ledger=False)

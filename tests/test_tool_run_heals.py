@@ -24,6 +24,8 @@ from stores import (  # noqa: F401
     Store,
     adk_store_fixture,
     close,
+    crashed_histories,
+    fill,
     tool_run_ledger_fixture,
 )
 from tool_run_kill import run_until_killed
@@ -138,3 +140,21 @@ async def test_repair_leaves_a_live_lease_alone_and_heals_an_expired_one(
     responses: list[Any] = [r.response for e in _heals(stored.events)
                             for r in e.get_function_responses()]
     assert responses == [EXPECTED["during_tool"]]
+
+
+async def test_a_tool_run_ledger_that_cannot_be_read_heals_nothing(adk_store: Store) -> None:
+    """No tool-run table (db upgrade never run): the wrapper heals nothing, the session is
+    returned as stored; the same wrapper without the ledger heals the dead call."""
+    await fill(adk_store, {"dead": crashed_histories()["dead"]})
+    unreadable = SqlToolRunLedger.from_url(adk_store.url)
+    try:
+        blind = HealingSessionService(adk_store.service(), tool_runs=unreadable)
+        session = await blind.get_session(app_name=APP, user_id=USER, session_id="dead")
+        await blind.close()
+    finally:
+        await unreadable.close()
+    assert session is not None and _heals(session.events) == []
+    plain = HealingSessionService(adk_store.service())
+    healed = await plain.get_session(app_name=APP, user_id=USER, session_id="dead")
+    await plain.close()
+    assert healed is not None and len(_heals(healed.events)) == 1

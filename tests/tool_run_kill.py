@@ -36,28 +36,29 @@ from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
 
 
-class _StopBeforeStart(BasePlugin):
-    """Touches the marker before the ledger plugin records a start, then hangs."""
+class _Stop(BasePlugin):
+    """Touches the marker at its kill point, then hangs until killed.
 
-    def __init__(self, marker: Path) -> None:
-        super().__init__("stop_before_start")
-        self.marker = marker
+    ``before_start``: in ``before_tool_callback``, listed before the ledger's
+    plugin (the call is announced, its start never recorded); ``after_finish``:
+    in ``after_tool_callback``, listed after it (the finish is recorded, the
+    response event not yet stored).
+    """
+
+    def __init__(self, marker: Path, at: str) -> None:
+        super().__init__(f"stop_{at}")
+        self.marker, self.at = marker, at
+
+    async def _stop(self, at: str) -> None:
+        if self.at == at:
+            self.marker.touch()
+            await asyncio.sleep(3600)
 
     async def before_tool_callback(self, **_: Any) -> None:
-        self.marker.touch()
-        await asyncio.sleep(3600)
-
-
-class _StopAfterFinish(BasePlugin):
-    """Touches the marker after the ledger plugin recorded the finish, then hangs."""
-
-    def __init__(self, marker: Path) -> None:
-        super().__init__("stop_after_finish")
-        self.marker = marker
+        await self._stop("before_start")
 
     async def after_tool_callback(self, **_: Any) -> None:
-        self.marker.touch()
-        await asyncio.sleep(3600)
+        await self._stop("after_finish")
 
 
 async def main(url: str, session_id: str, marker: str, at: str) -> None:
@@ -80,11 +81,9 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
     else:
         service = Store("adk_sqlite" if url.startswith("sqlite:///") else "other", url).service()
         ledger = SqlToolRunLedger.from_url(url)
-    plugins: list[BasePlugin] = [ToolRunLedgerPlugin(ledger, lease_seconds=2.0)]
-    if at == "before_start":
-        plugins.insert(0, _StopBeforeStart(path))
-    if at == "after_finish":
-        plugins.append(_StopAfterFinish(path))
+    recorder, stop = ToolRunLedgerPlugin(ledger, lease_seconds=2.0), _Stop(path, at)
+    plugins: list[BasePlugin] = [stop, recorder] if at == "before_start" else [recorder, stop]
+
     def second_reply(_: Any) -> Any:
         if at == "after_response":
             path.touch()

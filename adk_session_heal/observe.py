@@ -19,8 +19,9 @@ nothing. One report is:
   - counter ``adk_session_heal.dead_calls`` (one per dead call dealt with),
     attributes ``app_name``, ``reason``, ``trigger``, ``tool_name``,
     ``tool_effect``, ``outcome`` and ``resolution`` (what happened to the
-    call: ``healed`` today; the value set is open, later paths may add
-    others such as ``recovered`` or ``re-run``);
+    call: ``healed``, ``recovered`` (its real result, from the tool-run
+    ledger), ``superseded`` (its real response arrived after the heal, which
+    was taken back out: :func:`report_removal`); the value set is open);
   - span ``adk_session_heal.heal`` (child of the current span, e.g. the
     ``invoke_workflow`` span of the ADK run storing its first event),
     attributes ``adk_session_heal.*`` with the session, event and call ids;
@@ -30,6 +31,10 @@ nothing. One report is:
   Metric attributes never hold user, session or call ids, so their
   cardinality stays that of apps x tools;
 * one call of the user's ``on_heal`` callback.
+
+A heal taken back out (a late result) is reported once too
+(:func:`report_removal`): one WARNING record, a ``dead_calls`` count and a
+``dead_call`` span per call with resolution ``superseded``.
 
 Neither telemetry nor the callback can fail a session read: their errors are
 logged with the traceback and swallowed.
@@ -41,10 +46,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
 from .heal_record import HealRecord
+
+if TYPE_CHECKING:
+    from .store.base import Removal
 
 __all__ = [
     "DEAD_CALLS_METRIC",
@@ -54,7 +63,9 @@ __all__ = [
     "HEAL_SPAN",
     "RESOLUTION_HEALED",
     "RESOLUTION_RECOVERED",
+    "RESOLUTION_SUPERSEDED",
     "report_heal",
+    "report_removal",
     "report_repair_run",
     "set_telemetry_providers",
 ]
@@ -76,6 +87,8 @@ RESOLUTION_HEALED = "healed"
 """The ``resolution`` of a dead call answered by a synthetic error response."""
 RESOLUTION_RECOVERED = "recovered"
 """The ``resolution`` of a dead call answered with its tool's real result (tool-run ledger)."""
+RESOLUTION_SUPERSEDED = "superseded"
+"""The ``resolution`` of a healed call whose real response arrived later (the heal removed)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +272,49 @@ def report_heal(
     except Exception:
         logger.exception("adk_session_heal: the on_heal callback raised; heal %s kept",
                          record.synthetic_event_id)
+
+
+def report_removal(removal: Removal, tool_names: Mapping[str, str]) -> None:
+    """Logs, counts and traces one heal taken back out of storage.
+
+    Args:
+        removal: The removal done.
+        tool_names: Each call id's tool, as the heal's marker names it.
+    """
+    key = removal.key
+    logger.warning(
+        "adk_session_heal: took back heal %s in app=%s user=%s session=%s: the real"
+        " response(s) of %s arrived (%s)",
+        removal.event_id, key.app_name, key.user_id, key.session_id,
+        ", ".join(f"{tool_names.get(c, '')}#{c}" for c in removal.call_ids),
+        removal.reason.value,
+        extra={"adk_session_heal": {
+            "app_name": key.app_name, "user_id": key.user_id, "session_id": key.session_id,
+            "synthetic_event_id": removal.event_id, "call_event_id": removal.call_event_id,
+            "call_ids": list(removal.call_ids), "removal_reason": removal.reason.value,
+            "superseded_by": list(removal.detail),
+        }},
+    )
+    try:
+        instruments = _current_instruments()
+        start = int(removal.removed_at * 1e9)
+        for call_id in removal.call_ids:
+            attributes = {"app_name": key.app_name, "tool_name": tool_names.get(call_id, ""),
+                          "resolution": RESOLUTION_SUPERSEDED}
+            instruments.dead_calls.add(1, attributes)
+            span = instruments.tracer.start_span(DEAD_CALL_SPAN, start_time=start, attributes={
+                "adk_session_heal.app_name": key.app_name,
+                "adk_session_heal.session_id": key.session_id,
+                "adk_session_heal.call_event_id": removal.call_event_id,
+                "adk_session_heal.synthetic_event_id": removal.event_id,
+                "adk_session_heal.call_id": call_id,
+                "adk_session_heal.tool_name": attributes["tool_name"],
+                "adk_session_heal.resolution": RESOLUTION_SUPERSEDED,
+            })
+            span.end(end_time=max(start, time.time_ns()))
+    except Exception:  # an SDK or exporter bug must not fail the session read
+        logger.exception("adk_session_heal: recording telemetry for removal %s failed",
+                         removal.event_id)
 
 
 def report_repair_run(

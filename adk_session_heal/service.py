@@ -31,9 +31,19 @@ the only write path is ``append_event``, which bumps the revision, so
 appending, such a service's session is read again and re-classified, and a
 call answered meanwhile is not healed. Heals are deduplicated through storage
 (deterministic ids, primary keys), serialised per session within a process,
-and never modify or delete an existing event. A failed heal write is logged
+and never modify an existing event. A failed heal write is logged
 with its traceback and the session is returned unhealed, unless
 :attr:`HealPolicy.raise_errors` is set.
+
+Late results: when a healed call's real response is stored after all (a tool
+that outlived ``stale_after``, another replica finishing the run), the heal is
+taken back out of storage, the one deletion this package makes (see
+:mod:`adk_session_heal.late_results`): right after ``append_event`` stores
+that response, or on the next ``get_session`` when it was stored without the
+wrapper. Readers then see one answer, the real one. The removal is recorded in
+the ledger and reported (:func:`~adk_session_heal.observe.report_removal`).
+Stores reached only through ``append_event`` cannot delete a row: there the
+heal stays, and a WARNING says so.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, Session
@@ -52,16 +62,19 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from typing_extensions import override
 
 from .errors import HealWriteError
+from .event_access import ADK_EVENTS
 from .findings import classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import SessionHeals, apply_heals, plan_session
-from .observe import report_heal
+from .late_results import late_results
+from .observe import report_heal, report_removal
 from .policy import HealPolicy
 from .session_key import SessionKey
 from .tool_runs import ToolRunReader
 
 if TYPE_CHECKING:
     from .store import SessionStore
+    from .store.base import Removal
 
 __all__ = ["HealLedger", "HealingSessionService"]
 
@@ -73,6 +86,15 @@ class HealLedger(Protocol):
 
     async def record(self, records: Sequence[HealRecord]) -> None:
         """Records heals; recording the same heal twice keeps one row."""
+        ...
+
+
+@runtime_checkable
+class RemovalLedger(Protocol):
+    """A ledger that also records heals taken back out (both of this package's ledgers)."""
+
+    async def record_removals(self, removals: Sequence[Removal]) -> None:
+        """Records heals taken back out of storage."""
         ...
 
 
@@ -227,7 +249,35 @@ class HealingSessionService(BaseSessionService):
             and event.invocation_id != session.events[-1].invocation_id
         ):
             await self._heal(session, HealTrigger.APPEND, incoming=event)
-        return await self._inner.append_event(session, event)
+        appended = await self._inner.append_event(session, event)
+        if not event.partial and event.get_function_responses():
+            await self._take_back_for(session, event)
+        return appended
+
+    async def _take_back_for(self, session: Session, event: Event) -> None:
+        """Takes back the heals ``event``, a real response just stored, supersedes.
+
+        The caller's session shows the heal when it was read after it; a
+        runner that held the session since before a ``stale_after`` heal does
+        not see it, so for a call older than that the stored session is read
+        once more (the only case where that costs a read).
+        """
+        now = self._clock()
+        if _answers_a_heal(session.events, event):
+            await self._take_back(session, now)
+            return
+        stale = self.policy.stale_after_seconds
+        if stale is None:
+            return
+        ids = {r.id for r in event.get_function_responses() if r.id}
+        old_enough = now - (stale - self.policy.clock_skew_seconds)
+        if not any(call.id in ids and e.timestamp < old_enough
+                   for e in session.events for call in e.get_function_calls()):
+            return
+        stored = await self._inner.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id)
+        if stored is not None and _answers_a_heal(stored.events, event):
+            await self._take_back(stored, now)
 
     def _lock_for(self, session: Session) -> asyncio.Lock:
         key = (session.app_name, session.user_id, session.id)
@@ -262,6 +312,12 @@ class HealingSessionService(BaseSessionService):
         try:  # fail-open like the write: a healer must never break the user's turn
             findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
                                 clock_skew=self.policy.clock_skew_seconds)
+            if whole and incoming is None and any(
+                    d.involves_heal for d in findings.duplicate_responses):
+                await self._take_back(session, now)
+                events = session.events
+                findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
+                                    clock_skew=self.policy.clock_skew_seconds)
             if self._tool_runs is not None and (ids := findings.open_call_ids):
                 runs = await self._tool_runs.runs(SessionKey.of(session), ids)
                 findings = with_tool_runs(findings, runs, now=now,
@@ -316,6 +372,65 @@ class HealingSessionService(BaseSessionService):
                     },
                 )
 
+    def _ledger_in_transaction(self, store: SessionStore) -> bool:
+        """Whether the ledger's rows can commit in the store's own write transaction."""
+        from .store.ledger import SqlHealLedger
+
+        return (
+            store.transactional
+            and isinstance(self._ledger, SqlHealLedger)
+            and self._ledger.shares_database(self._inner)
+        )
+
+    async def _take_back(self, session: Session, now: float) -> None:
+        """Takes out of storage, and of ``session.events``, each heal a late result superseded."""
+        from .errors import UnsupportedStoreError
+        from .store import store_for_service
+        from .store.base import Removal, RemovalReason, RemoveOutcome
+
+        late = late_results(session.events)
+        if not late:
+            return
+        key = SessionKey.of(session)
+        removals = [
+            Removal(key, found.heal_event_id, found.call_event_id, found.call_ids,
+                    RemovalReason.LATE_RESULT, now, "wrapper", found.response_event_ids)
+            for found in late
+        ]
+        store = store_for_service(self._inner, session)
+        in_transaction = self._ledger_in_transaction(store)
+        async with self._lock_for(session):
+            try:
+                results = await store.remove(removals, ledger=in_transaction)
+            except UnsupportedStoreError:
+                logger.warning(
+                    "adk_session_heal: a late result superseded heal(s) %s in session %s, but"
+                    " %s cannot delete rows: the heal stays beside the real response",
+                    ", ".join(r.event_id for r in removals), session.id, store)
+                return
+            except Exception:
+                if self.policy.raise_errors:
+                    raise
+                logger.exception("adk_session_heal: could not take back superseded heal(s) in"
+                                 " session %s; they stay", session.id)
+                return
+        gone = {r.event_id for r, outcome in zip(removals, results, strict=True)
+                if outcome is not RemoveOutcome.KEPT}
+        session.events[:] = [e for e in session.events if e.id not in gone]
+        done = [r for r, outcome in zip(removals, results, strict=True)
+                if outcome is RemoveOutcome.REMOVED]
+        for removal, found in zip(removals, late, strict=True):
+            if removal in done:
+                report_removal(removal, dict(zip(found.call_ids, found.tool_names, strict=True)))
+        if done and not in_transaction and isinstance(self._ledger, RemovalLedger):
+            try:
+                await self._ledger.record_removals(done)
+            except Exception:
+                if self.policy.raise_errors:
+                    raise
+                logger.exception("adk_session_heal: took back heal(s) in session %s but could"
+                                 " not record it in the ledger", session.id)
+
     async def _write(self, session: Session, planned: SessionHeals, store: SessionStore) -> None:
         """Writes the heals through the store's one writer and reports those written.
 
@@ -324,13 +439,8 @@ class HealingSessionService(BaseSessionService):
         other ledger records after the write.
         """
         from .store import WriteOutcome
-        from .store.ledger import SqlHealLedger
 
-        in_transaction = (
-            store.transactional
-            and isinstance(self._ledger, SqlHealLedger)
-            and self._ledger.shares_database(self._inner)
-        )
+        in_transaction = self._ledger_in_transaction(store)
         results = await store.write([planned], ledger=in_transaction, read_back=True)
         if not store.bumps_revision:
             session.events[:] = apply_heals(
@@ -354,3 +464,15 @@ class HealingSessionService(BaseSessionService):
                     "adk_session_heal: healed session %s but could not record it in the ledger",
                     session.id,
                 )
+
+
+def _answers_a_heal(events: Sequence[Event], event: Event) -> bool:
+    """Whether ``event`` (just stored, last of ``events``) answers a call a heal answered."""
+    ids = {r.id for r in event.get_function_responses() if r.id}
+    if not ids or ADK_EVENTS.heal_marker(event) is not None:
+        return False
+    for stored in events:
+        marker = ADK_EVENTS.heal_marker(stored)
+        if marker is not None and ids.intersection(marker.get("call_ids") or ()):
+            return True
+    return False

@@ -6,7 +6,9 @@ scan / repair (over the file named by a URL). Same tables names as
 ``DatabaseSessionService``, another schema: a REAL ``timestamp``, every field
 read from ``event_data``, events ordered by ``(timestamp, rowid)``. A write is
 one transaction: re-count each planned session's events, insert the heal rows
-(``INSERT OR IGNORE``), insert the ledger rows of the heals written.
+(``INSERT OR IGNORE``), insert the ledger rows of the heals written. A
+removal likewise: read each heal row, delete it while it still is that call's
+heal of ours, insert the removals-ledger rows.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from typing import Any
 import aiosqlite
 from google.adk.events.event import Event
 
+from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     Layout,
+    Removal,
+    RemoveOutcome,
     SessionFilter,
     SessionStore,
     StoredSession,
@@ -31,9 +36,18 @@ from .base import (
     checked,
     discount_planned,
     outcomes,
+    removable,
+    removed,
 )
 from .driver_errors import translate_error
-from .ledger_table import LEDGER_TABLE, LEDGER_TABLE_NAME, LEDGER_VERSION_TABLE, ledger_row
+from .ledger_table import (
+    LEDGER_TABLE,
+    LEDGER_TABLE_NAME,
+    LEDGER_VERSION_TABLE,
+    REMOVALS_TABLE,
+    ledger_row,
+    removal_row,
+)
 from .streaming import grouped_sessions, sqlite_chunks
 from .urls import StoreUrl
 
@@ -139,6 +153,12 @@ async def insert_sqlite_ledger_rows(
     """
     if rows:
         await db.executemany(_SQLITE_LEDGER_INSERT, rows)
+
+_REMOVALS_COLUMNS = tuple(c.name for c in REMOVALS_TABLE.columns if c.name != "id")
+_SQLITE_REMOVALS_INSERT = (
+    f"INSERT INTO {REMOVALS_TABLE.name} ({', '.join(_REMOVALS_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _REMOVALS_COLUMNS)})"
+)
 
 Connect = Callable[[bool], AbstractAsyncContextManager[aiosqlite.Connection]]
 """Opens a connection: ``connect(writable)``."""
@@ -251,6 +271,44 @@ class AdkSqliteStore(SessionStore):
         except sqlite3.Error as exc:
             raise self._error(exc, "write to") from exc
         return outcomes(batch, results, [heal for _, heal in heals], written, stored)
+
+    async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
+        """Takes heal rows of ours out, in one transaction (see the module docstring)."""
+        try:
+            async with self._connect(True) as db:
+                if not db.in_transaction:
+                    await db.execute("BEGIN IMMEDIATE")
+                results = [await _remove_one(db, removal) for removal in batch]
+                rows = [removal_row(removal) for removal in removed(batch, results)]
+                if ledger and rows:
+                    await db.executemany(_SQLITE_REMOVALS_INSERT, rows)
+                await db.commit()
+        except sqlite3.Error as exc:
+            raise self._error(exc, "write to") from exc
+        return results
+
+
+async def _remove_one(db: aiosqlite.Connection, removal: Removal) -> RemoveOutcome:
+    """Deletes one heal row of ours, if it still is one (inside the caller's transaction)."""
+    key = removal.key
+    where = (key.app_name, key.user_id, key.session_id, removal.event_id)
+    async with db.execute(
+        "SELECT event_data FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?",
+        where,
+    ) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        return RemoveOutcome.ABSENT
+    try:
+        data = json.loads(row[0])
+    except (TypeError, ValueError):
+        return RemoveOutcome.KEPT
+    if not isinstance(data, dict) or not removable(STORED_JSON.heal_marker(data), removal):
+        return RemoveOutcome.KEPT
+    async with db.execute(
+        "DELETE FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?", where
+    ) as cursor:
+        return RemoveOutcome.REMOVED if cursor.rowcount == 1 else RemoveOutcome.ABSENT
 
 
 async def _session_counts(

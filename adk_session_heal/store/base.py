@@ -14,7 +14,12 @@ write through the same one:
   call where the layout has transactions, with each heal's ledger row in that
   same transaction, re-counting each session's events first and skipping a
   session that moved since it was planned. Inserts keep a row that already
-  holds a heal's key; nothing is updated or deleted.
+  holds a heal's key; nothing is updated;
+* :meth:`SessionStore.remove` takes heal rows of ours back out (the one
+  deletion there is: a late result superseded the heal), each removal's
+  ledger row in the same transaction. A row is taken out only while it still
+  is the heal of the call event named (:func:`removable`); anything else is
+  kept.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from .urls import StoreUrl
 __all__ = [
     "DamagedRow",
     "Layout",
+    "Removal",
+    "RemovalReason",
+    "RemoveOutcome",
     "SessionFilter",
     "SessionStore",
     "StoredSession",
@@ -43,6 +51,8 @@ __all__ = [
     "checked",
     "discount_planned",
     "outcomes",
+    "removable",
+    "removed",
     "stores_as_adk_does",
 ]
 
@@ -150,6 +160,71 @@ class WriteResult:
         return self.outcome is WriteOutcome.WRITTEN
 
 
+class RemovalReason(str, enum.Enum):
+    """Why one of our heals is taken out of storage."""
+
+    LATE_RESULT = "late_result"
+    """The call's real response was stored after all (see :mod:`~adk_session_heal.late_results`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One heal row of ours to take out of storage, and the ledger's record of it.
+
+    Attributes:
+        key: The session.
+        event_id: The heal event's id.
+        call_event_id: The call event the heal answers (the stored row must
+            still say so, see :func:`removable`).
+        call_ids: The calls it answered.
+        reason: Why it is taken out.
+        removed_at: When (POSIX seconds).
+        removed_by: Who: ``"wrapper"``, ``"repair"``, or an operator's name.
+        detail: What superseded it (for a late result: the real responses'
+            event ids).
+    """
+
+    key: SessionKey
+    event_id: str
+    call_event_id: str
+    call_ids: tuple[str, ...]
+    reason: RemovalReason
+    removed_at: float
+    removed_by: str
+    detail: tuple[str, ...] = ()
+
+
+class RemoveOutcome(str, enum.Enum):
+    """What a store did with one :class:`Removal`."""
+
+    REMOVED = "removed"
+    """Taken out by this call."""
+    ABSENT = "absent"
+    """No row with that id (already taken out, or the session is gone)."""
+    KEPT = "kept"
+    """The row is not that call event's heal of ours: left as it is."""
+
+
+def removable(marker: Mapping[str, Any] | None, removal: Removal) -> bool:
+    """Whether a stored row with this heal marker may be taken out for ``removal``.
+
+    Args:
+        marker: The row's ``custom_metadata["adk_session_heal"]`` (``None``: none).
+        removal: The planned removal.
+    """
+    return (
+        marker is not None
+        and marker.get("synthetic") is True
+        and marker.get("call_event_id") == removal.call_event_id
+    )
+
+
+def removed(batch: Sequence[Removal], results: Sequence[RemoveOutcome]) -> list[Removal]:
+    """Returns the removals of ``batch`` whose outcome is :attr:`RemoveOutcome.REMOVED`."""
+    return [r for r, outcome in zip(batch, results, strict=True)
+            if outcome is RemoveOutcome.REMOVED]
+
+
 class SessionStore:
     """One store layout's adapter (see the module docstring).
 
@@ -202,6 +277,22 @@ class SessionStore:
             One result per heal, in ``batch`` order.
         """
         raise NotImplementedError
+
+    async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
+        """Takes heal rows of ours out of storage (see the module docstring).
+
+        Args:
+            batch: The removals.
+            ledger: Also insert each removal's ledger row, in the same transaction.
+
+        Returns:
+            One outcome per removal, in ``batch`` order.
+
+        Raises:
+            UnsupportedStoreError: The layout has no way to delete a row (the
+                ``append_event`` fallback).
+        """
+        raise UnsupportedStoreError(f"{self} cannot take a row out: only ADK's own stores can")
 
     async def close(self) -> None:
         """Releases connections this adapter opened."""

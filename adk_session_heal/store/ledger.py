@@ -23,15 +23,21 @@ Switching it on:
 Both ADK layouts are supported: for a ``SqliteSessionService`` file
 (``sqlite:///x.db``) the ledger table lives in that file beside ADK's tables,
 which ADK's SQLite service ignores.
+
+A heal taken back out of storage (a late result superseded it) gets a row in
+a second table, ``adk_session_heal_removals`` (revision ``0003``): session,
+heal and call event ids, calls, reason, who, when, and what superseded it.
+The heal's own row stays, so the history keeps both.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -43,12 +49,19 @@ from .ledger_table import (
     HEAL_LEDGER_REVISIONS,
     LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
+    REMOVALS_REVISIONS,
+    REMOVALS_TABLE,
     insert_ledger_rows,
     ledger_row,
     read_ledger_revision,
     record_from_row,
+    removal_from_row,
+    removal_row,
 )
 from .urls import StoreUrl, parse_store_url
+
+if TYPE_CHECKING:
+    from .base import Removal
 
 __all__ = ["SqlHealLedger", "missing_ledger_message", "read_ledger_revision"]
 
@@ -172,6 +185,42 @@ class SqlHealLedger:
             raise LedgerError(
                 f"cannot record heals in {self._where()}: {type(exc).__name__}"
             ) from exc
+
+    async def record_removals(self, removals: Sequence[Removal]) -> None:
+        """Records heals taken back out of storage (see :mod:`~adk_session_heal.late_results`).
+
+        Raises:
+            LedgerError: The removals table is missing (run ``db upgrade``).
+        """
+        if not removals:
+            return
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(REMOVALS_TABLE), [removal_row(r) for r in removals])
+        except SQLAlchemyError as exc:
+            revision = await self.revision()
+            if revision not in REMOVALS_REVISIONS:
+                raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
+            raise LedgerError(
+                f"cannot record removals in {self._where()}: {type(exc).__name__}"
+            ) from exc
+
+    async def removals(self, *, session_id: str | None = None) -> list[Removal]:
+        """Returns the heals taken back out, oldest first (optionally of one session id).
+
+        Raises:
+            LedgerError: The removals table is missing (run ``db upgrade``).
+        """
+        revision = await self.revision()
+        if revision not in REMOVALS_REVISIONS:
+            raise LedgerError(missing_ledger_message(self._where(), revision))
+        statement = select(REMOVALS_TABLE)
+        if session_id is not None:
+            statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                statement.order_by(REMOVALS_TABLE.c.removed_at, REMOVALS_TABLE.c.id))
+            return [removal_from_row(row) for row in result]
 
     async def revision(self) -> str | None:
         """Returns the ledger's migration revision (``None``: not installed)."""

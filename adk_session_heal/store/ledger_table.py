@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
@@ -35,17 +35,24 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..heal_record import HealRecord, HealTrigger
 from .dialects import insert_new_rows
 
+if TYPE_CHECKING:
+    from .base import Removal
+
 __all__ = [
     "HEAL_LEDGER_REVISIONS",
     "LEDGER_HEAD_REVISION",
     "LEDGER_TABLE",
     "LEDGER_TABLE_NAME",
     "LEDGER_VERSION_TABLE",
+    "REMOVALS_REVISIONS",
+    "REMOVALS_TABLE",
     "TOOL_RUNS_REVISIONS",
     "insert_ledger_rows",
     "ledger_row",
     "read_ledger_revision",
     "record_from_row",
+    "removal_from_row",
+    "removal_row",
 ]
 
 LEDGER_TABLE_NAME = "adk_session_heal_ledger"
@@ -55,17 +62,21 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
 """Name of the table where this package's migrations keep their revision."""
 
-LEDGER_HEAD_REVISION = "0002"
+LEDGER_HEAD_REVISION = "0003"
 """The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 
-HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002"})
+HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003"})
 """Revisions at which the heal ledger table is the one this code reads and writes.
 
-``0002`` added the tool-run table and left the heal ledger as ``0001`` made it,
-so a database not yet upgraded keeps recording heals."""
+``0002`` added the tool-run table and ``0003`` the removals table, both
+leaving the heal ledger as ``0001`` made it, so a database not yet upgraded
+keeps recording heals."""
 
-TOOL_RUNS_REVISIONS = frozenset({"0002"})
+TOOL_RUNS_REVISIONS = frozenset({"0002", "0003"})
 """Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
+
+REMOVALS_REVISIONS = frozenset({"0003"})
+"""Revisions at which the removals table (:data:`REMOVALS_TABLE`) exists."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
@@ -92,6 +103,23 @@ LEDGER_TABLE = Table(
 )
 """The ledger table (revision ``0001``)."""
 
+REMOVALS_TABLE = Table(
+    "adk_session_heal_removals",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("app_name", String(_KEY), nullable=False),
+    Column("user_id", String(_KEY), nullable=False),
+    Column("session_id", String(_KEY), nullable=False),
+    Column("synthetic_event_id", String(_KEY), nullable=False),
+    Column("call_event_id", String(_KEY), nullable=False),
+    Column("call_ids", Text, nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("removed_by", String(256), nullable=False),
+    Column("removed_at", Double, nullable=False),
+    Column("detail", Text, nullable=False),
+)
+"""The removals table (revision ``0003``): one row per heal taken back out."""
+
 _LEDGER_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
 
 
@@ -110,6 +138,39 @@ def ledger_row(record: HealRecord) -> dict[str, Any]:
         "trigger": record.trigger.value,
         "healed_at": record.healed_at,
     }
+
+
+def removal_row(removal: Removal) -> dict[str, Any]:
+    """Returns the removals-table row recording one heal taken out (without ``id``)."""
+    return {
+        "app_name": removal.key.app_name,
+        "user_id": removal.key.user_id,
+        "session_id": removal.key.session_id,
+        "synthetic_event_id": removal.event_id,
+        "call_event_id": removal.call_event_id,
+        "call_ids": json.dumps(list(removal.call_ids)),
+        "reason": removal.reason.value,
+        "removed_by": removal.removed_by[:256],
+        "removed_at": removal.removed_at,
+        "detail": json.dumps(list(removal.detail)),
+    }
+
+
+def removal_from_row(row: Any) -> Removal:
+    """Returns the :class:`~adk_session_heal.store.base.Removal` a removals row records."""
+    from ..session_key import SessionKey
+    from .base import Removal, RemovalReason
+
+    return Removal(
+        key=SessionKey(row.app_name, row.user_id, row.session_id),
+        event_id=row.synthetic_event_id,
+        call_event_id=row.call_event_id,
+        call_ids=tuple(json.loads(row.call_ids)),
+        reason=RemovalReason(row.reason),
+        removed_at=float(row.removed_at),
+        removed_by=row.removed_by,
+        detail=tuple(json.loads(row.detail)),
+    )
 
 
 def record_from_row(row: Any) -> HealRecord:

@@ -2,19 +2,30 @@
 
 A heal is inserted into the stored session's event list right after its
 anchor (its call event; see ``HealPlan.anchor_event_id``); ``last_update_time``
-is left alone, so no revision changes. There is no transaction and no ledger
-table: the wrapper records heals in its own ledger, if it has one, after the
-write.
+is left alone, so no revision changes. A removal takes the heal out of that
+list while it still is that call's heal of ours. There is no transaction and
+no ledger table: the wrapper records heals and removals in its own ledger, if
+it has one, after the write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from google.adk.sessions import InMemorySessionService
+from google.adk.sessions import InMemorySessionService, Session
 
+from ..event_access import ADK_EVENTS
 from ..healing import SessionHeals
-from .base import Layout, SessionStore, WriteOutcome, WriteResult
+from ..session_key import SessionKey
+from .base import (
+    Layout,
+    Removal,
+    RemoveOutcome,
+    SessionStore,
+    WriteOutcome,
+    WriteResult,
+    removable,
+)
 
 __all__ = ["InMemoryStore"]
 
@@ -34,12 +45,7 @@ class InMemoryStore(SessionStore):
         """Inserts each heal after its anchor event, unless an event with its id is there."""
         results: list[WriteResult] = []
         for planned in batch:
-            key = planned.key
-            session = (
-                self._service.sessions.get(key.app_name, {})
-                .get(key.user_id, {})
-                .get(key.session_id)
-            )
+            session = self._stored(planned.key)
             planned_ids = {heal.event_id for heal in planned.heals}
             counted = None if session is None else sum(
                 1 for event in session.events if event.id not in planned_ids)
@@ -64,3 +70,24 @@ class InMemoryStore(SessionStore):
                 by_id[heal.event_id] = heal.event
                 results.append(WriteResult(heal, WriteOutcome.WRITTEN))
         return results
+
+    async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
+        """Takes each heal out of its stored session's events, if it still is ours."""
+        results: list[RemoveOutcome] = []
+        for removal in batch:
+            session = self._stored(removal.key)
+            events = [] if session is None else session.events
+            index = next((i for i, e in enumerate(events) if e.id == removal.event_id), None)
+            if index is None:
+                results.append(RemoveOutcome.ABSENT)
+            elif not removable(ADK_EVENTS.heal_marker(events[index]), removal):
+                results.append(RemoveOutcome.KEPT)
+            else:
+                del events[index]
+                results.append(RemoveOutcome.REMOVED)
+        return results
+
+    def _stored(self, key: SessionKey) -> Session | None:
+        """The service's own stored session (not a copy), if it exists."""
+        return self._service.sessions.get(key.app_name, {}).get(key.user_id, {}).get(
+            key.session_id)

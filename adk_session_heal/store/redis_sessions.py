@@ -32,7 +32,10 @@ The heal ledger is a hash beside ADK's keys, ``adk_session_heal:ledger:{key
 prefix}`` (outside the prefix, so ADK's scans never read it): one field per
 heal, ``[app, user, session, synthetic event id]`` as JSON, holding the
 ledger row as JSON. It needs no migration. :class:`RedisHealLedger` records
-into it (the wrapper's ``ledger=``) and reads it back.
+into it (the wrapper's ``ledger=``) and reads it back. A heal taken back out (a
+late result superseded it) is cut from the value the same way, in the same
+kind of transaction, its record pushed on the list
+``adk_session_heal:removals:{key prefix}`` in the same EXEC.
 """
 
 from __future__ import annotations
@@ -47,12 +50,15 @@ from typing import Any
 from google.adk.events.event import Event
 
 from ..errors import StoreError, UnsupportedStoreError
+from ..event_access import STORED_JSON
 from ..heal_record import HealRecord
 from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     DamagedRow,
     Layout,
+    Removal,
+    RemoveOutcome,
     SessionFilter,
     SessionStore,
     StoredSession,
@@ -60,12 +66,19 @@ from .base import (
     WriteResult,
     checked,
     discount_planned,
+    removable,
     stores_as_adk_does,
 )
 from .driver_errors import translate_error
 from .engines import Timeouts
-from .ledger_table import LEDGER_HEAD_REVISION, ledger_row, record_from_row
-from .redis_values import parse_session_value, with_heals
+from .ledger_table import (
+    LEDGER_HEAD_REVISION,
+    ledger_row,
+    record_from_row,
+    removal_from_row,
+    removal_row,
+)
+from .redis_values import parse_session_value, with_heals, without_events
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
 __all__ = [
@@ -83,6 +96,9 @@ ADK_REDIS_MODULE = "google.adk.integrations.redis"
 
 LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
 """The heal ledger's hash is this followed by ADK's key prefix."""
+
+REMOVALS_KEY_PREFIX = "adk_session_heal:removals:"
+"""The removals ledger's list is this followed by ADK's key prefix."""
 
 _CHUNK = 100
 _MAX_ATTEMPTS = 50
@@ -370,6 +386,47 @@ class RedisStore(SessionStore):
         # Written by someone else on every attempt: it kept changing.
         return [WriteResult(heal, WriteOutcome.CHANGED) for heal in planned.heals]
 
+    async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
+        """Cuts heals of ours out of their sessions, one optimistic transaction per removal."""
+        RedisError, _ = _redis_errors()
+        try:
+            return [await self._remove_one(removal, ledger) for removal in batch]
+        except (RedisError, OSError) as exc:
+            raise self._error(exc, "write to") from exc
+
+    async def _remove_one(self, removal: Removal, ledger: bool) -> RemoveOutcome:
+        _, WatchError = _redis_errors()
+        key = _session_key(self.key_prefix, removal.key)
+        for _ in range(_MAX_ATTEMPTS):
+            async with self._client().pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                raw = _text(await pipe.get(key))
+                if raw is None:
+                    return RemoveOutcome.ABSENT
+                try:
+                    parsed = parse_session_value(raw)
+                except ValueError as exc:
+                    raise StoreError(
+                        f"Redis key {key!r} does not hold an ADK session ({exc})") from exc
+                ids = [e.get("id") if isinstance(e, dict) else None for e in parsed.events]
+                if removal.event_id not in ids:
+                    return RemoveOutcome.ABSENT
+                index = ids.index(removal.event_id)
+                if not removable(STORED_JSON.heal_marker(parsed.events[index]), removal):
+                    return RemoveOutcome.KEPT
+                pipe.multi()
+                pipe.set(key, without_events(raw, parsed, {index}), keepttl=True)
+                if ledger:
+                    pipe.rpush(REMOVALS_KEY_PREFIX + self.key_prefix,
+                               json.dumps(removal_row(removal)))
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    continue
+                return RemoveOutcome.REMOVED
+        # Written by someone else on every attempt: kept this time, the next read tries again.
+        return RemoveOutcome.KEPT
+
     async def close(self) -> None:
         """Closes the client if this store opened it."""
         if self._owns_client:
@@ -485,6 +542,23 @@ class RedisHealLedger:
                          "outcomes": json.dumps(list(record.outcomes))}
                 pipe.hsetnx(self.key, _ledger_field(record), json.dumps(value))
             await pipe.execute()
+
+    @property
+    def removals_key(self) -> str:
+        """The removals ledger's list for this key prefix."""
+        return REMOVALS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+
+    async def record_removals(self, removals: Sequence[Removal]) -> None:
+        """Records heals taken back out of storage."""
+        if removals:
+            await self._client.rpush(self.removals_key,
+                                     *(json.dumps(removal_row(r)) for r in removals))
+
+    async def removals(self, *, session_id: str | None = None) -> list[Removal]:
+        """Returns the heals taken back out, oldest first (optionally of one session id)."""
+        found = [removal_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
+                 for value in await self._client.lrange(self.removals_key, 0, -1)]
+        return [r for r in found if session_id is None or r.key.session_id == session_id]
 
     async def history(
         self,

@@ -3,8 +3,9 @@
 ADK's ``RedisSessionService`` keeps a whole session as one JSON string. A heal
 must change nothing but the events array, so the value is decoded once while
 noting where each event's text lies (:func:`parse_session_value`), and the
-heals' JSON is spliced in right after their call events (:func:`with_heals`),
-every other byte kept. Pure: no I/O.
+heals' JSON is spliced in right after their call events (:func:`with_heals`)
+or a heal's JSON cut back out (:func:`without_events`), every other byte kept.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..healing import Heal
 
-__all__ = ["ParsedSession", "parse_session_value", "with_heals"]
+__all__ = ["ParsedSession", "parse_session_value", "with_heals", "without_events"]
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"
@@ -113,5 +114,13 @@ def with_heals(raw: str, parsed: ParsedSession, heals: Sequence[Heal]) -> str:
     for index, (start, end) in enumerate(parsed.spans):
         parts.append(raw[start:end])
         parts.extend(after.get(index, []))
+    start, end = parsed.array
+    return f"{raw[:start]}[{','.join(parts)}]{raw[end:]}"
+
+
+def without_events(raw: str, parsed: ParsedSession, indices: set[int]) -> str:
+    """Returns ``raw`` without the events at ``indices``; every other byte of the events kept."""
+    parts = [raw[start:end] for index, (start, end) in enumerate(parsed.spans)
+             if index not in indices]
     start, end = parsed.array
     return f"{raw[:start]}[{','.join(parts)}]{raw[end:]}"

@@ -11,7 +11,10 @@ engine) and by scan / repair (over an engine opened from a URL):
   session that moved, insert the heal rows (keeping any row that holds the
   key), insert the ledger rows of the heals it wrote. ``sessions`` is never
   touched, so no revision changes and a runner mid-turn never fails with
-  ``StaleSessionError``.
+  ``StaleSessionError``;
+* a removal (a late result superseded a heal) is one transaction too: read
+  each heal row, delete it while it still is that call's heal of ours, insert
+  the removals-ledger rows.
 """
 
 from __future__ import annotations
@@ -23,17 +26,32 @@ from typing import Any, cast
 
 from google.adk.events.event import Event
 from google.adk.sessions.schemas.v1 import StorageEvent
-from sqlalchemy import String, Table, bindparam, func, literal, null, select, text, union_all
+from sqlalchemy import (
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import timestamp_to_column
 from ..errors import LedgerError, StoreError
+from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     Layout,
+    Removal,
+    RemoveOutcome,
     SessionFilter,
     SessionStore,
     StoredSession,
@@ -41,11 +59,20 @@ from .base import (
     checked,
     discount_planned,
     outcomes,
+    removable,
+    removed,
 )
 from .dialects import insert_new_rows, prepare_write
 from .driver_errors import translate_error
 from .ledger import missing_ledger_message
-from .ledger_table import insert_ledger_rows, ledger_row, read_ledger_revision
+from .ledger_table import (
+    REMOVALS_REVISIONS,
+    REMOVALS_TABLE,
+    insert_ledger_rows,
+    ledger_row,
+    read_ledger_revision,
+    removal_row,
+)
 from .streaming import grouped_sessions, server_chunks, sqlite_chunks
 from .urls import StoreUrl
 
@@ -323,6 +350,23 @@ class SqlTablesStore(SessionStore):
             raise self._error(exc, "write to") from exc
         return outcomes(batch, results, [heal for _, heal in heals], written, stored)
 
+    async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
+        """Takes heal rows of ours out, in one transaction (see the module docstring)."""
+        try:
+            async with self.engine.begin() as conn:
+                await prepare_write(conn)
+                results = [await _remove_one(conn, removal) for removal in batch]
+                rows = [removal_row(removal) for removal in removed(batch, results)]
+                if ledger and rows:
+                    await conn.execute(insert(REMOVALS_TABLE), rows)
+        except (SQLAlchemyError, OSError) as exc:
+            if ledger:
+                revision = await self.ledger_revision_or_none()
+                if revision not in REMOVALS_REVISIONS:
+                    raise LedgerError(missing_ledger_message(self, revision)) from exc
+            raise self._error(exc, "write to") from exc
+        return results
+
     async def ledger_revision_or_none(self) -> str | None:
         """Returns the ledger's revision, or ``None`` when it cannot be read."""
         try:
@@ -350,6 +394,30 @@ class SqlTablesStore(SessionStore):
         """Disposes the engine if this adapter opened it."""
         if self._owns_engine:
             await self.engine.dispose()
+
+
+async def _remove_one(conn: AsyncConnection, removal: Removal) -> RemoveOutcome:
+    """Deletes one heal row of ours, if it still is one (inside the caller's transaction)."""
+    key = removal.key
+    where = (
+        _EVENTS.c.app_name == key.app_name,
+        _EVENTS.c.user_id == key.user_id,
+        _EVENTS.c.session_id == key.session_id,
+        _EVENTS.c.id == removal.event_id,
+    )
+    try:
+        data = (await conn.execute(
+            select(_EVENTS.c.event_data).where(*where).with_for_update())).first()
+    except ValueError:  # event_data that is not JSON: not a heal of ours
+        return RemoveOutcome.KEPT
+    if data is None:
+        return RemoveOutcome.ABSENT
+    event_data = data[0]
+    if not isinstance(event_data, dict) or not removable(STORED_JSON.heal_marker(event_data),
+                                                         removal):
+        return RemoveOutcome.KEPT
+    deleted = await conn.execute(delete(_EVENTS).where(*where))
+    return RemoveOutcome.REMOVED if deleted.rowcount == 1 else RemoveOutcome.ABSENT
 
 
 def _to_event(row: Any) -> Event:

@@ -17,6 +17,10 @@ missing or broken), installs this checkout into it, and runs, per version:
   one more turn through that ADK's real ``Runner``: the model's request holds
   the heal right after its call and passes every provider rule, and
   ``adk_request_contents`` builds the same contents (``order_check.py``);
+* ``late``: a healed call's real response arrives later (stored by another
+  process, or as a turn's new message): the heal is taken back out and that
+  ADK's ``Runner`` sends the model one answer, the real one, exactly what it
+  sends for a call that was never healed (``late_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -87,7 +91,7 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper")
-VERSION_CHECKS = ("pip", "install", "api", "order")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late")
 
 
 class StepFailed(Exception):
@@ -308,6 +312,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("install", lambda: install_package(env, wheel)),
         ("api", lambda: run_step("api", [env.python, str(HERE / "api_check.py")])),
         ("order", lambda: run_step("order", [env.python, str(HERE / "order_check.py")])),
+        ("late", lambda: run_step("late", [env.python, str(HERE / "late_check.py")])),
     ]
     try:
         ensure_venv(env)
@@ -318,7 +323,7 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name in ("api", "order") and not env.usable:
+        if name in ("api", "order", "late") and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:

@@ -44,14 +44,16 @@ from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
-from .observe import report_heal, report_repair_run
+from .late_results import late_results
+from .observe import report_heal, report_removal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
-from .scan_report import HealEntry, RepairReport, ScanReport
+from .scan_report import HealEntry, RepairReport, ScanReport, SupersededEntry
 from .session_key import SessionKey
 from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
+from .store.base import Removal, RemovalReason, RemoveOutcome
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
-from .store.ledger_table import HEAL_LEDGER_REVISIONS, TOOL_RUNS_REVISIONS
+from .store.ledger_table import HEAL_LEDGER_REVISIONS, REMOVALS_REVISIONS, TOOL_RUNS_REVISIONS
 from .store.redis_tool_runs import RedisToolRunLedger
 from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
@@ -167,6 +169,10 @@ async def _plan(
                         healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
                     )
                 report.add(key, rows, findings)
+                if any(d.involves_heal for d in findings.duplicate_responses):
+                    report.superseded_heals.extend(
+                        SupersededEntry.of(key, late)
+                        for late in late_results(stored.events, STORED_JSON))
             except (TypeError, AttributeError, ValueError) as exc:
                 damaged = _malformed_rows(stored.events, exc)
         if damaged:
@@ -256,6 +262,10 @@ async def _apply(
     batch_size: int,
     on_heal: Callable[[HealRecord], object] | None,
 ) -> RepairReport:
+    superseded = plan.scan.superseded_heals
+    if ledger and superseded and (
+            revision := await store.ledger_revision()) not in REMOVALS_REVISIONS:
+        raise LedgerError(missing_ledger_message(store, revision))
     entries: list[HealEntry] = []
     written_by_reason: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
@@ -271,10 +281,36 @@ async def _apply(
                 if result.written:
                     written_by_reason[result.heal.record.reason] += 1
                     report_heal(result.heal.record, on_heal, level=logging.DEBUG)
+        removals = await _take_back(store, superseded, ledger=ledger, now=plan.planned_at,
+                                    batch_size=max(1, batch_size))
     finally:
         gc.unfreeze()
         report_repair_run(str(plan.url), written_by_reason, outcomes)
-    return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger)
+    return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger, removals=removals)
+
+
+async def _take_back(
+    store: SessionStore,
+    superseded: Sequence[SupersededEntry],
+    *,
+    ledger: bool,
+    now: float,
+    batch_size: int,
+) -> list[tuple[SupersededEntry, RemoveOutcome | None]]:
+    """Takes the superseded heals back out through the store's remover, in batches."""
+    done: list[tuple[SupersededEntry, RemoveOutcome | None]] = []
+    for start in range(0, len(superseded), batch_size):
+        entries = superseded[start:start + batch_size]
+        removals = [Removal(e.key, e.synthetic_event_id, e.call_event_id, e.call_ids,
+                            RemovalReason.LATE_RESULT, now, "repair", e.response_event_ids)
+                    for e in entries]
+        results = await store.remove(removals, ledger=ledger)
+        for entry, removal, outcome in zip(entries, removals, results, strict=True):
+            done.append((entry, outcome))
+            if outcome is RemoveOutcome.REMOVED:
+                report_removal(removal, dict(zip(entry.call_ids, entry.tool_names, strict=True)),
+                               level=logging.DEBUG)
+    return done
 
 
 async def scan(

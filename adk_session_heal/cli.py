@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the rest is imported where used: `--help` loads no ADK, ric
 
     from .bulk import RepairPlan
     from .heal_record import HealRecord
-    from .scan_report import CallEntry, RepairReport, ScanReport
+    from .scan_report import CallEntry, RepairReport, ScanReport, SupersededEntry
     from .store.urls import StoreUrl
 
 __all__ = ["URL_ENV", "main", "parse_duration"]
@@ -405,6 +405,21 @@ def _print_scan_tables(console: Console, report: ScanReport) -> None:
             table.add_row(f"{d.app_name}/{d.user_id}/{d.session_id}", d.event_id or "(unknown)",
                           d.problem)
         console.print(table)
+    if report.superseded_heals:
+        console.print(_superseded_table(
+            "Heals superseded by a late result (taken back by repair)",
+            [(h, None) for h in report.superseded_heals]))
+
+
+def _superseded_table(title: str, rows: Sequence[tuple[SupersededEntry, str | None]]) -> Table:
+    table = _table(title, ("session (app/user/id)", "synthetic event", "calls",
+                           "real responses", *(("result",) if rows and rows[0][1] else ())))
+    for h, result in rows:
+        table.add_row(f"{h.app_name}/{h.user_id}/{h.session_id}", h.synthetic_event_id,
+                      ", ".join(f"{n}({i})" for i, n in zip(h.call_ids, h.tool_names,
+                                                             strict=True)),
+                      ", ".join(h.response_event_ids), *((result,) if result else ()))
+    return table
 
 
 def _print_repair_tables(console: Console, report: RepairReport, *,
@@ -424,6 +439,10 @@ def _print_repair_tables(console: Console, report: RepairReport, *,
                                                                  strict=True)),
                           r.reason, shown)
         console.print(table)
+    if report.removals and not report.dry_run:
+        console.print(_superseded_table("Superseded heals", [
+            (h, outcome.value if outcome is not None else "would take back")
+            for h, outcome in report.removals]))
     if preview:
         return
     if report.dry_run:
@@ -541,11 +560,13 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:
-        if not yes and plan.heals:
+        superseded = len(plan.scan.superseded_heals)
+        if not yes and (plan.heals or superseded):
             _print_repair_tables(_console(stderr=True), RepairReport.dry(plan.scan, plan.heals),
                                  preview=True)
-            click.confirm(f"Write these {len(plan.heals)} synthetic events into {plan.url}?",
-                          abort=True, err=True)
+            taking = f" and take back {superseded} superseded heals" if superseded else ""
+            click.confirm(f"Write these {len(plan.heals)} synthetic events{taking} into "
+                          f"{plan.url}?", abort=True, err=True)
         with _progress(output) as progress:
             on_heal: Callable[[HealRecord], object] | None = None
             if progress is not None:

@@ -274,15 +274,19 @@ def report_heal(
                          record.synthetic_event_id)
 
 
-def report_removal(removal: Removal, tool_names: Mapping[str, str]) -> None:
+def report_removal(
+    removal: Removal, tool_names: Mapping[str, str], *, level: int = logging.WARNING
+) -> None:
     """Logs, counts and traces one heal taken back out of storage.
 
     Args:
         removal: The removal done.
         tool_names: Each call id's tool, as the heal's marker names it.
+        level: The log record's level (a repair run passes ``DEBUG``).
     """
     key = removal.key
-    logger.warning(
+    logger.log(
+        level,
         "adk_session_heal: took back heal %s in app=%s user=%s session=%s: the real"
         " response(s) of %s arrived (%s)",
         removal.event_id, key.app_name, key.user_id, key.session_id,

@@ -12,10 +12,12 @@ The JSON documents (``scan --json``, ``repair --json``, ``history --json``,
      "sessions_scanned": 2, "events_scanned": 9, "sessions_needing_healing": 1,
      "needs_healing": true,
      "counts": {"dead_calls": 1, "in_flight_calls": 0, "pending_calls": 0,
-                "id_less_calls": 0, "orphaned_responses": 0, "damaged_rows": 1},
+                "id_less_calls": 0, "orphaned_responses": 0, "damaged_rows": 1,
+                "superseded_heals": 0},
      "dead_calls": [CALL, ...], "in_flight_calls": [CALL, ...], "pending_calls": [CALL, ...],
      "id_less_calls": [CALL, ...], "orphaned_responses": [RESPONSE, ...],
-     "damaged_sessions": 1, "damaged_rows": [DAMAGED, ...]}
+     "damaged_sessions": 1, "damaged_rows": [DAMAGED, ...],
+     "superseded_heals": [SUPERSEDED, ...]}
 
     CALL = {"app_name", "user_id", "session_id", "call_event_id", "call_id",
             "tool_name", "invocation_id", "timestamp", "age_seconds",
@@ -23,6 +25,12 @@ The JSON documents (``scan --json``, ``repair --json``, ``history --json``,
     RESPONSE = {"app_name", "user_id", "session_id", "event_id", "call_id",
                 "tool_name"}
     DAMAGED = {"app_name", "user_id", "session_id", "event_id", "problem"}
+    SUPERSEDED = {"app_name", "user_id", "session_id", "synthetic_event_id",
+                  "call_event_id", "call_ids", "tool_names", "response_event_ids"}
+
+``superseded_heals`` are heals of ours whose every call got its real response
+after all (``response_event_ids``; see :mod:`~adk_session_heal.late_results`):
+``repair`` takes them back out of storage.
 
 ``status`` is ``superseded``, ``stale`` or ``abandoned`` (dead calls), ``in_flight``,
 ``pending`` (``pending_reason``: ``long_running``,
@@ -49,7 +57,10 @@ session changed or was deleted between plan and write) and ``"heals"``: one entr
 per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
 "written", "outcome", "event_data"}``, where ``event_data`` is exactly the stored JSON
-(``written`` is ``null`` in a dry run).
+(``written`` is ``null`` in a dry run); ``"taken_back"`` (superseded heals this
+run removed) and ``"removals"``: one entry per superseded heal, its SUPERSEDED
+object plus ``"outcome"`` (``removed``, ``absent``, ``kept``; ``null`` in a
+dry run).
 
 ``history``::
 
@@ -63,9 +74,10 @@ objects, one per line, from one place (:meth:`ScanReport.records`,
 :meth:`RepairReport.records`, :func:`history_records`): each entry of the
 lists above, with ``"kind"`` naming its list in the singular (``dead_call``,
 ``in_flight_call``, ``pending_call``, ``id_less_call``, ``orphaned_response``,
-``damaged_row``, ``heal``). JSONL adds ``"version": 1`` to every line and ends
-with one ``"kind": "summary"`` line: the document without its lists (for
-``history``: ``version``, ``command``, ``url``, ``heals_recorded``). TSV starts
+``damaged_row``, ``superseded_heal``, ``heal``, ``removal``). JSONL adds
+``"version": 1`` to every line and ends with one ``"kind": "summary"`` line:
+the document without its lists (for ``history``: ``version``, ``command``,
+``url``, ``heals_recorded``). TSV starts
 with a header line (:data:`SCAN_COLUMNS`, :data:`REPAIR_COLUMNS`,
 :data:`HISTORY_COLUMNS`: the union of the records' keys, ``kind`` first; a key
 a record lacks is an empty field) and writes fields as :func:`tsv_field` says.
@@ -86,8 +98,9 @@ from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
 from .json_version import JSON_FORMAT
+from .late_results import LateResult
 from .session_key import SessionKey
-from .store.base import DamagedRow, WriteOutcome, WriteResult
+from .store.base import DamagedRow, RemoveOutcome, WriteOutcome, WriteResult
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -100,6 +113,7 @@ __all__ = [
     "RepairReport",
     "ResponseEntry",
     "ScanReport",
+    "SupersededEntry",
     "call_why",
     "format_duration",
     "history_json",
@@ -268,6 +282,36 @@ class DamagedEntry:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class SupersededEntry:
+    """One heal of ours a late result superseded (repair takes it back out)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    synthetic_event_id: str
+    call_event_id: str
+    call_ids: tuple[str, ...]
+    tool_names: tuple[str, ...]
+    response_event_ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, key: SessionKey, late: LateResult) -> SupersededEntry:
+        """Returns the entry of one late result found in a session."""
+        return cls(key.app_name, key.user_id, key.session_id, late.heal_event_id,
+                   late.call_event_id, late.call_ids, late.tool_names, late.response_event_ids)
+
+    @property
+    def key(self) -> SessionKey:
+        """The session."""
+        return SessionKey(self.app_name, self.user_id, self.session_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the entry's JSON object (its fields, in order; tuples as lists)."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in asdict(self).items()}
+
+
 @dataclass
 class ScanReport:
     """Everything a scan found, over all scanned sessions.
@@ -291,6 +335,8 @@ class ScanReport:
         damaged_sessions: Sessions skipped whole because a row could not be read.
         damaged_rows: Every unreadable row of those sessions.
         clock_skew: Seconds added to ``stale_after`` for other hosts' clocks.
+        superseded_heals: Heals of ours a late real response superseded
+            (repair takes them back out).
     """
 
     url: str
@@ -308,11 +354,12 @@ class ScanReport:
     damaged_sessions: int = 0
     damaged_rows: list[DamagedEntry] = field(default_factory=list)
     clock_skew: float = 0.0
+    superseded_heals: list[SupersededEntry] = field(default_factory=list)
 
     @property
     def needs_healing(self) -> bool:
-        """Whether any call would be healed."""
-        return bool(self.dead_calls)
+        """Whether repair would write anything (heal a call, or take a superseded heal back)."""
+        return bool(self.dead_calls or self.superseded_heals)
 
     @property
     def dead_after(self) -> float | None:
@@ -328,6 +375,7 @@ class ScanReport:
             "id_less_calls": len(self.id_less_calls),
             "orphaned_responses": len(self.orphaned_responses),
             "damaged_rows": len(self.damaged_rows),
+            "superseded_heals": len(self.superseded_heals),
         }
 
     def summary_line(self) -> str:
@@ -340,6 +388,8 @@ class ScanReport:
             f"{c['pending_calls']} pending, {c['id_less_calls']} without an id, "
             f"{c['orphaned_responses']} orphaned responses, {c['damaged_rows']} damaged rows "
             f"({self.damaged_sessions} sessions skipped whole)"
+            + (f", {c['superseded_heals']} heals superseded by a late result (repair takes "
+               "them back)" if c["superseded_heals"] else "")
         )
 
     def records(self) -> Iterator[dict[str, Any]]:
@@ -355,6 +405,8 @@ class ScanReport:
             yield {"kind": "orphaned_response", **response.to_json()}
         for damaged in self.damaged_rows:
             yield {"kind": "damaged_row", **damaged.to_json()}
+        for superseded in self.superseded_heals:
+            yield {"kind": "superseded_heal", **superseded.to_json()}
 
     def summary_json(self) -> dict[str, Any]:
         """Returns the JSON document without its lists (the ``jsonl`` summary line)."""
@@ -427,6 +479,7 @@ class ScanReport:
             "orphaned_responses": [r.to_json() for r in self.orphaned_responses],
             "damaged_sessions": self.damaged_sessions,
             "damaged_rows": [d.to_json() for d in self.damaged_rows],
+            "superseded_heals": [h.to_json() for h in self.superseded_heals],
         }
 
 
@@ -477,12 +530,20 @@ class RepairReport:
         heals: One entry per synthetic event, in scan order.
         dry_run: Nothing was written.
         ledger: The heals written were recorded in the ledger.
+        removals: Each superseded heal of the scan and what the remover did
+            with it (``None`` in a dry run).
     """
 
     scan: ScanReport
     heals: list[HealEntry]
     dry_run: bool
     ledger: bool
+    removals: list[tuple[SupersededEntry, RemoveOutcome | None]] = field(default_factory=list)
+
+    @property
+    def taken_back(self) -> int:
+        """How many superseded heals this run took back out of storage."""
+        return sum(1 for _, outcome in self.removals if outcome is RemoveOutcome.REMOVED)
 
     @property
     def healed(self) -> int:
@@ -505,7 +566,8 @@ class RepairReport:
     def dry(cls, scan: ScanReport, heals: Sequence[Heal]) -> RepairReport:
         """Returns the report of a dry run: every planned heal, nothing written."""
         return cls(scan, [HealEntry(h.record, h.data, None) for h in heals],
-                   dry_run=True, ledger=False)
+                   dry_run=True, ledger=False,
+                   removals=[(entry, None) for entry in scan.superseded_heals])
 
     def __repr__(self) -> str:
         """A short form: a report may hold hundreds of thousands of events."""
@@ -517,6 +579,9 @@ class RepairReport:
         yield from self.scan.records()
         for heal in self.heals:
             yield {"kind": "heal", **heal.to_json()}
+        for entry, outcome in self.removals:
+            yield {"kind": "removal", **entry.to_json(),
+                   "outcome": outcome.value if outcome is not None else None}
 
     def summary_json(self) -> dict[str, Any]:
         """Returns the JSON document without its lists (the ``jsonl`` summary line)."""
@@ -525,16 +590,20 @@ class RepairReport:
 
     def summary_line(self) -> str:
         """Returns the one line saying what was (or would be) written."""
+        back = len(self.removals)
         if self.dry_run:
-            return (f"Dry run: synthetic events that would be written: {len(self.heals)}; "
-                    "nothing was written.")
+            taking = f"; superseded heals that would be taken back: {back}" if back else ""
+            return (f"Dry run: synthetic events that would be written: {len(self.heals)}"
+                    f"{taking}; nothing was written.")
         ledger = "recorded in the heal ledger" if self.ledger else "not recorded (--no-ledger)"
         skipped = (f", {self.skipped} skipped: their session changed since the scan"
                    if self.skipped else "")
         if self.scan.damaged_sessions:
             skipped += f"; {self.scan.damaged_sessions} sessions with damaged rows skipped whole"
+        taken = (f"; superseded heals taken back: {self.taken_back} of {back}"
+                 if back else "")
         return (f"Synthetic events written: {self.healed} "
-                f"({self.already_present} already present{skipped}); {ledger}.")
+                f"({self.already_present} already present{skipped}){taken}; {ledger}.")
 
     def to_json(self) -> dict[str, Any]:
         """Returns the repair's JSON document (see the module docstring)."""
@@ -547,6 +616,10 @@ class RepairReport:
             already_present=self.already_present,
             skipped=self.skipped,
             heals=[h.to_json() for h in self.heals],
+            taken_back=self.taken_back,
+            removals=[{**entry.to_json(),
+                       "outcome": outcome.value if outcome is not None else None}
+                      for entry, outcome in self.removals],
         )
         return document
 
@@ -590,10 +663,13 @@ def history_records(records: Iterable[HealRecord]) -> Iterator[dict[str, Any]]:
 _CALL_KEYS = ("app_name", "user_id", "session_id", "call_event_id", "call_id", "tool_name",
               "invocation_id", "timestamp", "age_seconds", "status", "pending_reason", "why")
 _LEDGER_KEYS = ("run_outcome", "lease_holder")  # added later: columns only ever go at the end
-SCAN_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem", *_LEDGER_KEYS)
+_SUPERSEDED_KEYS = ("response_event_ids",)  # added later: columns only ever go at the end
+SCAN_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem", *_LEDGER_KEYS,
+                "synthetic_event_id", "call_ids", "tool_names", *_SUPERSEDED_KEYS)
 """``scan --format tsv`` columns: every key of every ``scan`` record, ``kind`` first."""
 REPAIR_COLUMNS = ("kind", *_CALL_KEYS, "event_id", "problem", "synthetic_event_id", "call_ids",
-                  "tool_names", "reason", "written", "outcome", "event_data", *_LEDGER_KEYS)
+                  "tool_names", "reason", "written", "outcome", "event_data", *_LEDGER_KEYS,
+                  *_SUPERSEDED_KEYS)
 """``repair --format tsv`` columns: the scan's, then the ``heal`` records' own."""
 HISTORY_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
                    "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",

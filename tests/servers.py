@@ -98,7 +98,8 @@ async def temporary_database(kind: str, *, driver: str | None = None) -> AsyncIt
 async def temporary_redis_prefix() -> AsyncIterator[str]:
     """Yields a fresh ADK key prefix on the Redis server; deletes its keys after.
 
-    Also deletes the heal ledger's hash and the tool-run hashes for that prefix.
+    Also deletes the heal ledger's hash, the removals list and the tool-run hashes for
+    that prefix.
     """
     require_server("redis")
     import redis.asyncio as redis_asyncio
@@ -112,6 +113,7 @@ async def temporary_redis_prefix() -> AsyncIterator[str]:
             keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
             keys += [key async for key in client.scan_iter(
                 match=f"adk_session_heal:tool_runs:{prefix}*")]
-            await client.delete(f"adk_session_heal:ledger:{prefix}", *keys)
+            await client.delete(f"adk_session_heal:ledger:{prefix}",
+                                f"adk_session_heal:removals:{prefix}", *keys)
         finally:
             await client.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -12,6 +13,15 @@ from conftest import ServiceFactory
 from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
 from google.genai import types
+from stores import (
+    Store,
+    adk_store_fixture,  # noqa: F401  (the adk_store fixture)
+    close,
+    fill,
+    make_store,
+    snapshot,
+)
+from test_cli import assert_one_line_error, cli
 
 from adk_session_heal.event_access import STORED_JSON
 from adk_session_heal.findings import classify
@@ -207,3 +217,76 @@ async def test_a_store_without_deletes_keeps_the_heal_and_says_so(
         await wrapper.append_event(fresh, late_response(call_id))
     assert len(heals_in(fresh.events)) == 1
     assert any("cannot delete rows" in r.getMessage() for r in caplog.records)
+
+
+async def _store_late_response(store: Store, session_id: str) -> None:
+    """Another process stores the dead call's real response through the store's own ADK service."""
+    service = store.service()
+    try:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        assert session is not None
+        (call,) = [c for e in session.events for c in e.get_function_calls()]
+        assert call.id is not None
+        await service.append_event(session, late_response(call.id, invocation_id="inv-1"))
+    finally:
+        await close(service)
+
+
+async def test_repair_takes_back_superseded_heals_once_and_records_them(
+        adk_store: Store) -> None:
+    """scan reports a superseded heal, --dry-run writes nothing, repair removes it once."""
+    history, _ = crashed(1_700_000_000.0)
+    await fill(adk_store, {"late": history})
+    assert cli("db", "upgrade", adk_store.url).exit_code == 0
+    assert cli("repair", adk_store.url, "--yes").exit_code == 0
+    await _store_late_response(adk_store, "late")
+
+    scanned = cli("scan", adk_store.url, "--json")
+    assert scanned.exit_code == 1, scanned.output
+    found = json.loads(scanned.stdout)
+    assert found["counts"]["superseded_heals"] == 1 and found["counts"]["dead_calls"] == 0
+    assert found["superseded_heals"][0]["synthetic_event_id"] == "e-0002-heal"
+    assert found["superseded_heals"][0]["response_event_ids"] == ["late-1"]
+    before = await snapshot(adk_store)
+    dry = json.loads(cli("repair", adk_store.url, "--dry-run", "--json").stdout)
+    assert [(r["synthetic_event_id"], r["outcome"]) for r in dry["removals"]] == [
+        ("e-0002-heal", None)]
+    assert await snapshot(adk_store) == before
+
+    done = cli("repair", adk_store.url, "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["taken_back"] == 1 and report["healed"] == 0
+    assert "superseded heals taken back: 1 of 1" in done.stderr
+    service = adk_store.service()
+    try:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id="late")
+        assert session is not None
+        assert outline(session.events) == ["weather in Paris?", "call", "hello?",
+                                           "Sorry, the weather tool failed.", "response:temp_c"]
+    finally:
+        await close(service)
+    ledger = SqlHealLedger.from_url(adk_store.url)
+    try:
+        (removal,) = await ledger.removals()
+        assert (removal.event_id, removal.removed_by, removal.detail) == (
+            "e-0002-heal", "repair", ("late-1",))
+    finally:
+        await ledger.close()
+    after = await snapshot(adk_store)
+    again = json.loads(cli("repair", adk_store.url, "--yes", "--json").stdout)
+    assert again["taken_back"] == 0 and again["removals"] == []
+    assert await snapshot(adk_store) == after
+
+
+async def test_repair_with_a_ledger_below_0003_refuses_in_one_line(tmp_path: Path) -> None:
+    """Taking heals back needs the removals table: one line, exit 2, nothing written."""
+    async for store in make_store("db_sqlite", tmp_path):
+        history, _ = crashed(1_700_000_000.0)
+        await fill(store, {"late": history})
+        assert cli("repair", store.url, "--yes", "--no-ledger").exit_code == 0
+        await _store_late_response(store, "late")
+        assert cli("db", "upgrade", store.url, "--revision", "0002").exit_code == 0
+        before = await snapshot(store)
+        assert_one_line_error(cli("repair", store.url, "--yes"), "db upgrade")
+        assert await snapshot(store) == before

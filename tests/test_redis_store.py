@@ -444,3 +444,29 @@ async def test_without_the_redis_package_the_error_is_one_line(
         await open_store("redis://127.0.0.1:6379/0")
     assert "\n" not in str(raised.value)
 
+
+
+async def test_cli_repair_takes_back_a_heal_a_late_result_superseded(
+    services: ServiceMaker, prefix: str, raw: Any
+) -> None:
+    """A real response stored after the heal: repair cuts the heal out, records it, once."""
+    service = services()
+    session = await store_crashed(service, crashed_history(), "late")
+    url = store_url(prefix)
+    assert cli("repair", url, "--yes").exit_code == 0
+    session = await service.get_session(app_name=APP, user_id=USER, session_id="late")
+    assert session is not None and len(synthetic(session.events)) == 1
+    (call,) = [c for e in session.events for c in e.get_function_calls()]
+    await service.append_event(session, Event(
+        invocation_id=session.events[1].invocation_id, author="assistant",
+        content=types.Content(role="user", parts=[types.Part(function_response=types.
+            FunctionResponse(id=call.id, name=call.name, response={"temp_c": 21}))])))
+    done = json.loads(cli("repair", url, "--yes", "--json").stdout)
+    assert done["taken_back"] == 1 and done["healed"] == 0
+    events = await stored(services(), "late")
+    assert synthetic(events) == [] and not classify(events, now=time.time()).duplicate_responses
+    (removal,) = await RedisHealLedger(raw, key_prefix=prefix).removals()
+    assert (removal.key.session_id, removal.removed_by) == ("late", "repair")
+    value = await raw.get(session_key(prefix, "late"))
+    again = json.loads(cli("repair", url, "--yes", "--json").stdout)
+    assert again["taken_back"] == 0 and await raw.get(session_key(prefix, "late")) == value

@@ -71,6 +71,7 @@ __all__ = [
     "repair",
     "scan",
     "scan_service",
+    "tool_runs_of",
 ]
 
 DEFAULT_OLDER_THAN = 24 * 3600.0
@@ -187,7 +188,7 @@ async def _plan(
 
 
 @asynccontextmanager
-async def _tool_runs_of(store: SessionStore,
+async def tool_runs_of(store: SessionStore,
                         timeout: TimeoutArg) -> AsyncIterator[ToolRunReader | None]:
     """The store's tool-run ledger: a SQL store's table (revision 0002 or later), Redis's hashes."""
     runs: SqlToolRunLedger | RedisToolRunLedger
@@ -348,7 +349,7 @@ async def scan(
     """
     store = await open_store(url, timeout=timeout)
     try:
-        async with _tool_runs_of(store, timeout) as tool_runs:
+        async with tool_runs_of(store, timeout) as tool_runs:
             report, _ = await _plan(
                 store, where or SessionFilter(), None, now=time.time() if now is None else now,
                 stale_after=stale_after, clock_skew=clock_skew, progress=progress,
@@ -392,7 +393,7 @@ async def plan_repair(
     clock = time.time() if now is None else now
     store = await open_store(url, timeout=timeout)
     try:
-        async with _tool_runs_of(store, timeout) as tool_runs:
+        async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
@@ -513,7 +514,7 @@ async def repair(
     try:
         if ledger and not dry_run:
             await _check_ledger(store)
-        async with _tool_runs_of(store, timeout) as tool_runs:
+        async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,

@@ -21,6 +21,7 @@ __all__ = [
     "HealWriteError",
     "LedgerError",
     "ReadOnlyStoreError",
+    "ResolutionError",
     "StoreError",
     "UnsupportedStoreError",
 ]
@@ -48,3 +49,7 @@ class ReadOnlyStoreError(StoreError):
 
 class LedgerError(HealError):
     """The heal ledger is missing or out of date, or a migration revision is unknown."""
+
+
+class ResolutionError(HealError):
+    """An operator cannot resolve a call: no heal answers it, or several sessions hold it."""

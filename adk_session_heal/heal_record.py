@@ -21,6 +21,8 @@ class HealTrigger(str, enum.Enum):
     GET_SESSION = "get_session"
     APPEND = "append"
     REPAIR = "repair"
+    REVIEW = "review"
+    """An operator's resolution (``adk-session-heal review resolve``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -183,6 +183,8 @@ class Heal:
         trigger: Which path heals.
         healed_at: When (POSIX seconds).
         policy: Supplies the payloads.
+        resolved_by: For an operator's resolution (see
+            :mod:`~adk_session_heal.review`): who; kept in the marker.
     """
 
     plan: HealPlan
@@ -190,6 +192,7 @@ class Heal:
     trigger: HealTrigger
     healed_at: float
     policy: HealPolicy = field(repr=False, compare=False)
+    resolved_by: str | None = None
 
     @property
     def event_id(self) -> str:
@@ -199,7 +202,10 @@ class Heal:
     @cached_property
     def data(self) -> dict[str, Any]:
         """The synthetic event's JSON object, exactly as SQL writers store it."""
-        return heal_event_data(self.plan, self.policy, healed_at=self.healed_at)
+        data = heal_event_data(self.plan, self.policy, healed_at=self.healed_at)
+        if self.resolved_by is not None:
+            data["custom_metadata"][HEAL_METADATA_KEY]["resolved_by"] = self.resolved_by
+        return data
 
     @cached_property
     def event(self) -> Event:

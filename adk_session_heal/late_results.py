@@ -12,20 +12,33 @@ attributed to the same call occurrence (ADK's rule, see
 still answers one dead call is kept: taking it out would leave that call
 unanswered.
 
+An operator's resolution (``adk-session-heal review resolve``, see
+:mod:`~adk_session_heal.review`) is written like a heal, marked ``"reason":
+"resolved"``, right after the heal it answers for: it supersedes every heal
+(or earlier resolution) of its calls before it, as a real response does.
+
 What the removal leaves, what each ADK sends a model for it, and which stores
 can take a row out, is in the README ("Late results"). The module is pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .event_access import ADK_EVENTS, EventAccess
 from .pairing import pair
 
-__all__ = ["LateResult", "late_results"]
+__all__ = ["RESOLVED_REASON", "LateResult", "is_resolution", "late_results"]
+
+RESOLVED_REASON = "resolved"
+"""The marker ``reason`` of an operator's resolution (the call's true outcome)."""
+
+
+def is_resolution(marker: Mapping[str, Any] | None) -> bool:
+    """Whether a heal marker is an operator's resolution."""
+    return marker is not None and marker.get("reason") == RESOLVED_REASON
 
 E = TypeVar("E")
 
@@ -65,22 +78,24 @@ def late_results(
         no heal is superseded (the usual case: one pass over the events).
     """
     steps, _ = access.steps(events)
-    heal_indices = [i for i, step in enumerate(steps)
-                    if step[1] and access.heal_marker(events[i]) is not None]
-    if not heal_indices:
+    markers = {i: marker for i, step in enumerate(steps)
+               if step[1] and (marker := access.heal_marker(events[i])) is not None}
+    if not markers:
         return ()
-    real_by_heal: dict[int, dict[str, list[int]]] = {i: {} for i in heal_indices}
+    real_by_heal: dict[int, dict[str, list[int]]] = {i: {} for i in markers}
     for occurrence in pair(steps).occurrences:
         responses = occurrence.responses
         if len(responses) < 2 or not occurrence.id:
             continue
-        real = [i for i in responses if i not in real_by_heal]
         for heal_index in responses:
-            if heal_index in real_by_heal and real:
+            if heal_index not in markers:
+                continue
+            real = [i for i in responses if i not in markers
+                    or (i > heal_index and is_resolution(markers[i]))]
+            if real:
                 real_by_heal[heal_index][occurrence.id] = real
     found: list[LateResult] = []
-    for heal_index in heal_indices:
-        marker = access.heal_marker(events[heal_index]) or {}
+    for heal_index, marker in markers.items():
         call_ids = tuple(c for c in marker.get("call_ids") or () if isinstance(c, str))
         answered = real_by_heal[heal_index]
         if not call_ids or any(call_id not in answered for call_id in call_ids):

@@ -12,6 +12,7 @@ from adk_session_heal.scan_report import (
     DamagedEntry,
     ResponseEntry,
     ScanReport,
+    SupersededEntry,
     call_why,
     format_duration,
     tsv_field,
@@ -37,6 +38,8 @@ def _report() -> ScanReport:
     report.orphaned_responses.append(ResponseEntry("app", "user", "s", "e2", "c9", "tool"))
     report.damaged_rows.append(DamagedEntry("app", "user", "t", None, "not JSON"))
     report.damaged_sessions = 1
+    report.superseded_heals.append(SupersededEntry("app", "user", "u", "e1-heal", "e1", ("c1",),
+                                                   ("tool",), ("e7",)))
     return report
 
 
@@ -53,14 +56,18 @@ def test_every_record_key_has_a_column() -> None:
     report = _report()
     records = list(report.records())
     assert [r["kind"] for r in records] == ["dead_call", "in_flight_call", "pending_call",
-                                            "id_less_call", "orphaned_response", "damaged_row"]
+                                            "id_less_call", "orphaned_response", "damaged_row",
+                                            "superseded_heal"]
     assert {key for r in records for key in r} == set(SCAN_COLUMNS)
     assert SCAN_COLUMNS[0] == "kind"
-    # repair's columns hold the scan's in the same order; columns added later (the tool-run
-    # ledger's) go at the end of each, so no existing column moves.
-    assert [c for c in REPAIR_COLUMNS if c in SCAN_COLUMNS] == list(SCAN_COLUMNS)
-    assert SCAN_COLUMNS[-2:] == REPAIR_COLUMNS[-2:] == ("run_outcome", "lease_holder")
-    assert REPAIR_COLUMNS[:len(SCAN_COLUMNS) - 2] == SCAN_COLUMNS[:-2]
+    # repair's columns hold every scan column; columns added later (the tool-run ledger's,
+    # then the superseded heals') go at the end of each, so no existing column moves.
+    assert set(SCAN_COLUMNS) <= set(REPAIR_COLUMNS)
+    first = SCAN_COLUMNS.index("run_outcome")
+    assert REPAIR_COLUMNS[:first] == SCAN_COLUMNS[:first]
+    assert SCAN_COLUMNS[first:first + 2] == REPAIR_COLUMNS[-3:-1] == (
+        "run_outcome", "lease_holder")
+    assert SCAN_COLUMNS[-1] == REPAIR_COLUMNS[-1] == "response_event_ids"
     header, *lines = tsv_lines(records, SCAN_COLUMNS)
     assert header.split("\t") == list(SCAN_COLUMNS) and len(lines) == len(records)
     with pytest.raises(ValueError, match="no TSV column"):

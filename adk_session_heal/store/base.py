@@ -165,6 +165,8 @@ class RemovalReason(str, enum.Enum):
 
     LATE_RESULT = "late_result"
     """The call's real response was stored after all (see :mod:`~adk_session_heal.late_results`)."""
+    RESOLVED = "resolved"
+    """An operator wrote the call's true outcome (see :mod:`~adk_session_heal.review`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,9 @@ nothing. One report is:
     ``tool_effect``, ``outcome`` and ``resolution`` (what happened to the
     call: ``healed``, ``recovered`` (its real result, from the tool-run
     ledger), ``superseded`` (its real response arrived after the heal, which
-    was taken back out: :func:`report_removal`); the value set is open);
+    was taken back out: :func:`report_removal`), ``re-run`` (run again by
+    :class:`~adk_session_heal.rerun_plugin.RerunSafeCallsPlugin`:
+    :func:`report_rerun`); the value set is open);
   - span ``adk_session_heal.heal`` (child of the current span, e.g. the
     ``invoke_workflow`` span of the ADK run storing its first event),
     attributes ``adk_session_heal.*`` with the session, event and call ids;
@@ -46,7 +48,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
@@ -63,9 +65,11 @@ __all__ = [
     "HEAL_SPAN",
     "RESOLUTION_HEALED",
     "RESOLUTION_RECOVERED",
+    "RESOLUTION_RERUN",
     "RESOLUTION_SUPERSEDED",
     "report_heal",
     "report_removal",
+    "report_rerun",
     "report_repair_run",
     "set_telemetry_providers",
 ]
@@ -87,6 +91,8 @@ RESOLUTION_HEALED = "healed"
 """The ``resolution`` of a dead call answered by a synthetic error response."""
 RESOLUTION_RECOVERED = "recovered"
 """The ``resolution`` of a dead call answered with its tool's real result (tool-run ledger)."""
+RESOLUTION_RERUN = "re-run"
+"""The ``resolution`` of a dead call run again (``read_only``/``idempotent``) instead of healed."""
 RESOLUTION_SUPERSEDED = "superseded"
 """The ``resolution`` of a healed call whose real response arrived later (the heal removed)."""
 
@@ -319,6 +325,40 @@ def report_removal(
     except Exception:  # an SDK or exporter bug must not fail the session read
         logger.exception("adk_session_heal: recording telemetry for removal %s failed",
                          removal.event_id)
+
+
+def report_rerun(session: Any, call_event_id: str, call_id: str, tool_name: str) -> None:
+    """Logs, counts and traces one dead call run again instead of healed.
+
+    Args:
+        session: The ADK session (its app, user and id are read).
+        call_event_id: The call's event.
+        call_id: The call.
+        tool_name: Its tool.
+    """
+    logger.warning(
+        "adk_session_heal: re-ran dead tool call %s#%s in app=%s user=%s session=%s; its real"
+        " result is stored", tool_name, call_id, session.app_name, session.user_id, session.id,
+        extra={"adk_session_heal": {
+            "app_name": session.app_name, "user_id": session.user_id,
+            "session_id": session.id, "call_event_id": call_event_id, "call_ids": [call_id],
+            "tool_names": [tool_name], "resolution": RESOLUTION_RERUN}},
+    )
+    try:
+        instruments = _current_instruments()
+        instruments.dead_calls.add(1, {"app_name": session.app_name, "tool_name": tool_name,
+                                       "resolution": RESOLUTION_RERUN})
+        span = instruments.tracer.start_span(DEAD_CALL_SPAN, attributes={
+            "adk_session_heal.app_name": session.app_name,
+            "adk_session_heal.session_id": session.id,
+            "adk_session_heal.call_event_id": call_event_id,
+            "adk_session_heal.call_id": call_id,
+            "adk_session_heal.tool_name": tool_name,
+            "adk_session_heal.resolution": RESOLUTION_RERUN,
+        })
+        span.end()
+    except Exception:  # an SDK or exporter bug must not fail the turn
+        logger.exception("adk_session_heal: recording telemetry for re-run %s failed", call_id)
 
 
 def report_repair_run(

@@ -241,6 +241,14 @@ class HealPolicy:
         raise_errors: If a heal write fails, raise instead of logging the
             error with its traceback and returning the session unhealed
             (fail-open, the default).
+        rerun_safe_calls: Leave a dead call of a ``read_only`` or
+            ``idempotent`` tool in the session's newest invocation unhealed on
+            ``get_session``, so that
+            :class:`~adk_session_heal.rerun_plugin.RerunSafeCallsPlugin` runs
+            it again on the next user message and stores its real result; if
+            that does not happen, the call is healed as usual when the message
+            is stored. Off by default. ``side_effect`` and unknown tools are
+            never re-run.
     """
 
     stale_after: float | timedelta | None = None
@@ -251,6 +259,7 @@ class HealPolicy:
     raise_errors: bool = False
     clock_skew: float | timedelta = DEFAULT_CLOCK_SKEW
     tool_effects: Mapping[str, ToolEffect] = field(default_factory=dict)
+    rerun_safe_calls: bool = False
 
     def __post_init__(self) -> None:
         effects = {str(name): ToolEffect(effect) for name, effect in self.tool_effects.items()}

@@ -69,6 +69,7 @@ from .healing import SessionHeals, apply_heals, plan_session
 from .late_results import late_results
 from .observe import report_heal, report_removal
 from .policy import HealPolicy
+from .reruns import deferring, rerunnable_calls
 from .session_key import SessionKey
 from .tool_runs import ToolRunReader
 
@@ -322,6 +323,8 @@ class HealingSessionService(BaseSessionService):
                 runs = await self._tool_runs.runs(SessionKey.of(session), ids)
                 findings = with_tool_runs(findings, runs, now=now,
                                           clock_skew=self.policy.clock_skew_seconds)
+            if trigger is HealTrigger.GET_SESSION and self.policy.rerun_safe_calls:
+                findings = deferring(findings, rerunnable_calls(events, findings, self.policy))
             if not findings.needs_healing:
                 return
             planned = plan_session(

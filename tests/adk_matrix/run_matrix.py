@@ -21,6 +21,10 @@ missing or broken), installs this checkout into it, and runs, per version:
   process, or as a turn's new message): the heal is taken back out and that
   ADK's ``Runner`` sends the model one answer, the real one, exactly what it
   sends for a call that was never healed (``late_check.py``);
+* ``rerun``: with ``RerunSafeCallsPlugin``, the user's next turn through that
+  ADK's ``Runner`` runs a dead read-only call again (once) and stores its real
+  result before the message, heals the side-effect call of the same turn, and
+  the model's request breaks no provider rule (``rerun_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -91,7 +95,7 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper")
-VERSION_CHECKS = ("pip", "install", "api", "order", "late")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun")
 
 
 class StepFailed(Exception):
@@ -313,6 +317,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("api", lambda: run_step("api", [env.python, str(HERE / "api_check.py")])),
         ("order", lambda: run_step("order", [env.python, str(HERE / "order_check.py")])),
         ("late", lambda: run_step("late", [env.python, str(HERE / "late_check.py")])),
+        ("rerun", lambda: run_step("rerun", [env.python, str(HERE / "rerun_check.py")])),
     ]
     try:
         ensure_venv(env)
@@ -323,7 +328,7 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name in ("api", "order", "late") and not env.usable:
+        if name in ("api", "order", "late", "rerun") and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:

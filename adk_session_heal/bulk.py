@@ -41,7 +41,7 @@ from google.adk.sessions import BaseSessionService
 
 from .errors import LedgerError, StoreError
 from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
-from .findings import classify, with_tool_runs
+from .findings import SessionFindings, classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
 from .late_results import late_results
@@ -50,7 +50,7 @@ from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
 from .scan_report import HealEntry, RepairReport, ScanReport, SupersededEntry
 from .session_key import SessionKey
 from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
-from .store.base import Removal, RemovalReason, RemoveOutcome
+from .store.base import Removal, RemovalReason, RemoveOutcome, StoredSession
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
 from .store.ledger_table import HEAL_LEDGER_REVISIONS, REMOVALS_REVISIONS, TOOL_RUNS_REVISIONS
@@ -67,6 +67,7 @@ __all__ = [
     "SessionFilter",
     "apply_plan",
     "check_repairable",
+    "classify_stored",
     "plan_repair",
     "repair",
     "scan",
@@ -159,11 +160,8 @@ async def _plan(
         damaged = stored.damaged
         if not damaged:
             try:
-                findings = classify(stored.events, STORED_JSON, now=now,
-                                    stale_after=stale_after, clock_skew=clock_skew)
-                if tool_runs is not None and (ids := findings.open_call_ids):
-                    findings = with_tool_runs(findings, await tool_runs.runs(key, ids),
-                                              now=now, clock_skew=clock_skew)
+                findings = await classify_stored(stored, tool_runs, now=now,
+                                                 stale_after=stale_after, clock_skew=clock_skew)
                 if policy is not None and findings.needs_healing:
                     heals = plan_session(
                         stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
@@ -185,6 +183,27 @@ async def _plan(
     if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
         raise StoreError(_unreadable_message(store, report))
     return report, planned
+
+
+async def classify_stored(
+    stored: StoredSession,
+    tool_runs: ToolRunReader | None,
+    *,
+    now: float,
+    stale_after: float | None,
+    clock_skew: float,
+) -> SessionFindings:
+    """Classifies one stored session, corrected by its tool runs when there is a ledger.
+
+    Raises:
+        TypeError, AttributeError, ValueError: A row holds JSON of the wrong shape.
+    """
+    findings = classify(stored.events, STORED_JSON, now=now, stale_after=stale_after,
+                        clock_skew=clock_skew)
+    if tool_runs is not None and (ids := findings.open_call_ids):
+        findings = with_tool_runs(findings, await tool_runs.runs(stored.key, ids), now=now,
+                                  clock_skew=clock_skew)
+    return findings
 
 
 @asynccontextmanager

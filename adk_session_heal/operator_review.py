@@ -23,7 +23,6 @@ from typing import Any
 
 from .errors import LedgerError, ResolutionError, StoreError
 from .event_access import STORED_JSON
-from .findings import classify, with_tool_runs
 from .healing import SessionHeals
 from .json_version import JSON_FORMAT
 from .late_results import is_resolution, late_results
@@ -166,7 +165,7 @@ async def review(
         now: The clock (default: now).
         timeout: How long to wait for a database server.
     """
-    from .bulk import tool_runs_of
+    from .bulk import classify_stored, tool_runs_of
 
     clock = time.time() if now is None else now
     store = await open_store(url, timeout=timeout)
@@ -178,11 +177,9 @@ async def review(
                     report.damaged_sessions += 1
                     continue
                 try:
-                    findings = classify(stored.events, STORED_JSON, now=clock,
-                                        stale_after=stale_after, clock_skew=clock_skew)
-                    if tool_runs is not None and (ids := findings.open_call_ids):
-                        findings = with_tool_runs(findings, await tool_runs.runs(stored.key, ids),
-                                                  now=clock, clock_skew=clock_skew)
+                    findings = await classify_stored(stored, tool_runs, now=clock,
+                                                     stale_after=stale_after,
+                                                     clock_skew=clock_skew)
                     report.calls.extend(review_entries(stored.events, findings, stored.key))
                 except (TypeError, AttributeError, ValueError):
                     report.damaged_sessions += 1

@@ -179,12 +179,7 @@ class SqlHealLedger:
             async with self.engine.begin() as own:
                 await insert_ledger_rows(own, rows)
         except SQLAlchemyError as exc:
-            revision = await self.revision()
-            if revision not in HEAL_LEDGER_REVISIONS:
-                raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
-            raise LedgerError(
-                f"cannot record heals in {self._where()}: {type(exc).__name__}"
-            ) from exc
+            raise await self._failure(exc, HEAL_LEDGER_REVISIONS, "heals") from exc
 
     async def record_removals(self, removals: Sequence[Removal]) -> None:
         """Records heals taken back out of storage (see :mod:`~adk_session_heal.late_results`).
@@ -198,12 +193,14 @@ class SqlHealLedger:
             async with self.engine.begin() as conn:
                 await conn.execute(insert(REMOVALS_TABLE), [removal_row(r) for r in removals])
         except SQLAlchemyError as exc:
-            revision = await self.revision()
-            if revision not in REMOVALS_REVISIONS:
-                raise LedgerError(missing_ledger_message(self._where(), revision)) from exc
-            raise LedgerError(
-                f"cannot record removals in {self._where()}: {type(exc).__name__}"
-            ) from exc
+            raise await self._failure(exc, REMOVALS_REVISIONS, "removals") from exc
+
+    async def _failure(self, exc: Exception, revisions: frozenset[str], what: str) -> LedgerError:
+        """The one-line error of a failed record: the table is missing, or what failed."""
+        revision = await self.revision()
+        if revision not in revisions:
+            return LedgerError(missing_ledger_message(self._where(), revision))
+        return LedgerError(f"cannot record {what} in {self._where()}: {type(exc).__name__}")
 
     async def removals(self, *, session_id: str | None = None) -> list[Removal]:
         """Returns the heals taken back out, oldest first (optionally of one session id).

@@ -65,14 +65,16 @@ def late_answer_history(size: int) -> list[types.Content]:
 
 
 def chained_late_history(size: int, links: int = 6) -> list[types.Content]:
-    """:func:`history` whose tail needs more widenings than the tail path tries.
+    """:func:`history` whose tail must widen ``links`` times, over late answers chained back.
 
     Link ``k`` moves the response of the call ``11 + 2k`` invocations before
     the newest three invocations later, into the stretch the previous
     widening took in. The tail of ``num_invocations_to_keep=10`` widens to each
-    call in turn; after four widenings ours runs its full pass. (ADK's plugin
+    call in turn, reading only what each widening takes in. (ADK's plugin
     keeps one content less: it starts at the oldest call kept, ours at the
-    start of that call's invocation.)
+    start of that call's invocation.) With ``links=1200`` at 10,000 contents
+    the chain reaches back to the first invocations: both plugins keep almost
+    everything, ours reading every content once.
     """
     contents = history(size)
     invocations = len(contents) // 4
@@ -160,6 +162,7 @@ def full_pass_table(runs: int = 41) -> None:
     late = late_answer_history(10_000)
     plain = history(10_000)
     chained = chained_late_history(10_000)
+    whole = chained_late_history(10_000, links=1200)
     filters: list[tuple[str, Any]] = [
         ("identity", lambda contents: contents), ("keep last 20", _keep_last_20),
         ("drop every 5th", _every_fifth_dropped)]
@@ -173,9 +176,12 @@ def full_pass_table(runs: int = 41) -> None:
         *((f"tail widened to a late answer (keep 10), {name}", 10, 0, late, f)
           for name, f in filters),
         *((f"tail cut (keep 10), {name}", 10, 0, plain, f) for name, f in filters[2:]),
-        # Late answers chained further back than the tail path widens: the full pass.
-        *((f"full pass (keep 10, answers chained 6 deep), {name}", 10, 0, chained, f)
-          for name, f in filters),
+        # Late answers chained one behind the other: six widenings, each reading only
+        # what it takes in; then a chain through the whole history (every content read).
+        *((f"tail widened 6 times (keep 10, answers chained 6 deep), {name}", 10, 0, chained,
+           f) for name, f in filters),
+        *((f"widened through the whole history (keep 10, 1,200 chained answers), {name}", 10,
+           0, whole, f) for name, f in filters),
         *((f"no trim, {name}", None, 0, plain, f) for name, f in filters),
     ]
     for label, keep, prefix, contents, custom in cases:

@@ -525,3 +525,33 @@ def test_a_protected_prefix_closes_like_the_full_pass(name: str,
         for prefix in (1, 2, 3):
             window = ContextWindow(num_invocations_to_keep=keep, protected_prefix=prefix)
             assert trim(contents, window) == full_trim(contents, window), (name, keep, prefix)
+
+
+def _chained(invocations: int, links: int) -> list[types.Content]:
+    """Invocations of user, call, answer, reply; link k's answer moved 3 invocations later."""
+    contents = [c for i in range(invocations)
+                for c in (user(f"q{i}"), calls((f"c{i}", "f")), answers((f"c{i}", "f")),
+                          model(f"a{i}"))]
+    for k in range(links):
+        back = 11 + 2 * k
+        response = contents[(invocations - 1 - back) * 4 + 2]
+        target = contents[(invocations - 1 - (back - 3)) * 4 + 2]
+        contents.remove(response)
+        contents.insert(contents.index(target) + 1, response)
+    return contents
+
+
+def test_tail_cut_widens_over_long_chains_and_leaves_most_of_history_to_the_full_pass() -> None:
+    """Ten chained late answers are widened over from the tail, reading only what each
+    widening takes in; a chain reaching back over most of the history goes to the full pass.
+    Either way the cut is the full pass's."""
+    from adk_session_heal.plugin.trimming import full_trim, tail_cut, trim
+
+    window = ContextWindow(num_invocations_to_keep=10)
+    ten = _chained(200, 10)
+    cut = tail_cut(ten, 10, window.hysteresis)
+    assert cut is not None and ten[cut:] == full_trim(ten, window) == trim(ten, window)
+    assert cut < len(ten) - 10 * 4 * 2  # widened well past the ten kept invocations
+    whole = _chained(200, 90)
+    assert tail_cut(whole, 10, window.hysteresis) is None
+    assert trim(whole, window) == full_trim(whole, window)

@@ -35,7 +35,7 @@ from ..pairing import response_owners
 from ..policy import HealPolicy
 from ..request_repair import NOTHING_PENDING, Pending, repair_contents
 from .matching import chosen_positions
-from .trimming import trim
+from .trimming import Trimmed, trim_read
 from .widening import Repair, complete, newest_human
 
 __all__ = ["ContentCounter", "ContextWindow", "Repair", "content_chars", "filter_contents"]
@@ -139,15 +139,17 @@ class ContextWindow:
         Raises:
             Exception: Whatever the custom filter or counter raises.
         """
-        trimmed = trim(contents, self)
+        read = trim_read(contents, self)
+        trimmed = read.contents
         if self.custom_filter is not None:
-            trimmed = self._choose(trimmed, self.custom_filter(list(trimmed)))
+            trimmed = self._choose(read, self.custom_filter(list(trimmed)))
         policy = self._policy
         return trimmed if policy is None else repair_contents(trimmed, policy, pending)
 
-    def _choose(self, trimmed: list[types.Content],
+    def _choose(self, read: Trimmed,
                 returned: Sequence[types.Content]) -> list[types.Content]:
         """The trimmed contents the filter's output chooses, completed (see :meth:`apply`)."""
+        trimmed = read.contents
         chosen, foreign = chosen_positions(trimmed, returned)
         if foreign:
             logger.warning(
@@ -156,7 +158,10 @@ class ContextWindow:
                 foreign)
         if all(chosen):
             return trimmed
-        steps, roles = content_steps(trimmed)
+        if read.steps is not None and read.roles is not None:  # the full pass read them
+            steps, roles = read.steps, read.roles
+        else:
+            steps, roles = content_steps(trimmed)
         sent = complete(chosen, steps, roles, response_owners(steps), self.repair,
                         newest_human(steps, roles))
         result = [content for content, keep in zip(trimmed, sent, strict=True) if keep]

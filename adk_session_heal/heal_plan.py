@@ -41,7 +41,7 @@ from .findings import HEALABLE, SessionFindings
 from .pairing import Step
 from .policy import DeadCall
 
-__all__ = ["HEAL_ID_SUFFIX", "HealPlan", "heal_event_id", "plan_heals"]
+__all__ = ["HEAL_ID_SUFFIX", "HealPlan", "heal_event_id", "placement", "plan_heals"]
 
 E = TypeVar("E")
 
@@ -107,7 +107,8 @@ class HealPlan:
 
 
 def heal_event_id(
-    app_name: str, user_id: str, session_id: str, call_event_id: str, attempt: int = 1
+    app_name: str, user_id: str, session_id: str, call_event_id: str, attempt: int = 1,
+    *, suffix: str = HEAL_ID_SUFFIX,
 ) -> str:
     """Returns the deterministic id of the heal answering one call event.
 
@@ -118,21 +119,25 @@ def heal_event_id(
         call_event_id: The id of the event holding the dead calls.
         attempt: 1 for the first heal of that call event; a later number only
             if an earlier heal of it already exists and calls remain dead.
+        suffix: What follows the call event's id: ``-heal``, or another
+            synthetic kind's (an operator's resolution: ``-resolved``).
 
     Returns:
         ``"<call_event_id>-heal"`` (``-heal-<attempt>`` after the first), or a
-        UUID5 of the session and the call event when that would exceed the
-        128 characters ADK's id column holds.
+        UUID5 of the session, the call event and the kind when that would
+        exceed the 128 characters ADK's id column holds.
     """
-    suffix = HEAL_ID_SUFFIX if attempt == 1 else f"{HEAL_ID_SUFFIX}-{attempt}"
-    candidate = f"{call_event_id}{suffix}"
+    tail = suffix if attempt == 1 else f"{suffix}-{attempt}"
+    candidate = f"{call_event_id}{tail}"
     if len(candidate) <= _MAX_ID_LENGTH:
         return candidate
-    name = "\x1f".join((app_name, user_id, session_id, call_event_id, str(attempt)))
-    return str(uuid.uuid5(_NAMESPACE, name))
+    parts: tuple[str, ...] = (app_name, user_id, session_id, call_event_id, str(attempt))
+    if suffix != HEAL_ID_SUFFIX:  # a heal's UUID keeps the name it always had
+        parts = (*parts, suffix)
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
 
 
-def _placement(after_ts: float, next_ts: float | None) -> float:
+def placement(after_ts: float, next_ts: float | None) -> float:
     """Returns a timestamp strictly after ``after_ts`` and, when there is room, before ``next_ts``.
 
     Whole microseconds: ``after_ts``'s microsecond (rounded down) plus a step
@@ -248,7 +253,7 @@ def plan_heals(
                 call_event_index=index,
                 insert_at=anchor + 1,
                 event_id=event_id,
-                timestamp=_placement(max(anchor_ts, access.timestamp(event)), next_ts),
+                timestamp=placement(max(anchor_ts, access.timestamp(event)), next_ts),
                 anchor_event_id=access.event_id(events[anchor]),
                 anchor_timestamp=anchor_ts,
                 invocation_id=access.invocation_id(event),

@@ -20,7 +20,6 @@ Pure: reads stored event JSON (:data:`~adk_session_heal.views.STORED_JSON`), no 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,21 +27,21 @@ from typing import Any
 from .errors import ResolutionError
 from .event_access import STORED_JSON
 from .findings import HEALABLE, SessionFindings
-from .heal_plan import HealPlan
+from .heal_plan import HealPlan, heal_event_id, placement
 from .heal_record import HealTrigger
 from .healing import Heal
-from .late_results import RESOLVED_REASON, is_resolution
+from .late_results import RESOLVED_REASON, is_resolution, late_results
 from .policy import CallOutcome, DeadCall, HealPolicy, ToolEffect
 from .session_key import SessionKey
 from .tool_runs import redacted
 
 __all__ = [
+    "RESOLUTION_ID_SUFFIX",
     "REVIEWED_EFFECTS",
     "REVIEWED_OUTCOMES",
     "ResolutionError",
     "ReviewEntry",
     "plan_resolution",
-    "resolution_event_id",
     "review_entries",
 ]
 
@@ -55,8 +54,6 @@ REVIEWED_OUTCOMES = frozenset({CallOutcome.MAY_HAVE_RUN.value, CallOutcome.UNKNO
 _OUTCOMES = frozenset(o.value for o in CallOutcome)
 _EFFECTS = frozenset(e.value for e in ToolEffect)
 _ARGS_LIMIT = 120
-_MAX_ID_LENGTH = 128  # ADK's events.id column
-_NAMESPACE = uuid.UUID("0c4f9e2a-6b1d-5f3e-8a7c-9d2e4b6f1a35")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +125,7 @@ def review_entries(
         key: The session.
     """
     by_id = {STORED_JSON.event_id(e): e for e in events}
-    superseded = {found.heal_event_id for found in _late(events)}
+    superseded = {found.heal_event_id for found in late_results(events, STORED_JSON)}
     entries: list[ReviewEntry] = []
     for event in events:
         marker = STORED_JSON.heal_marker(event)
@@ -162,19 +159,8 @@ def review_entries(
     return entries
 
 
-def _late(events: Sequence[Mapping[str, Any]]) -> Sequence[Any]:
-    from .late_results import late_results
-
-    return late_results(events, STORED_JSON)
-
-
-def resolution_event_id(key: SessionKey, call_event_id: str, number: int) -> str:
-    """The id of the ``number``-th resolution of one call event's heal."""
-    candidate = f"{call_event_id}-resolved" + (f"-{number}" if number > 1 else "")
-    if len(candidate) <= _MAX_ID_LENGTH:
-        return candidate
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(
-        (key.app_name, key.user_id, key.session_id, call_event_id, str(number)))))
+RESOLUTION_ID_SUFFIX = "-resolved"
+"""Suffix of a resolution's id after its call event's id (see :func:`heal_event_id`)."""
 
 
 def plan_resolution(
@@ -229,13 +215,13 @@ def plan_resolution(
                 for c in call_ids}
     heal_time = STORED_JSON.timestamp(heal)
     following = events[index + 1] if index + 1 < len(events) else None
-    timestamp = round(heal_time + 1e-6, 6)
-    if following is not None and STORED_JSON.timestamp(following) - heal_time >= 2e-6:
-        timestamp = round(heal_time + min(1e-3, (STORED_JSON.timestamp(following)
-                                                 - heal_time) / 2), 6)
+    timestamp = placement(heal_time, None if following is None
+                          else STORED_JSON.timestamp(following))
+    event_id = heal_event_id(key.app_name, key.user_id, key.session_id, call_event_id,
+                             earlier + 1, suffix=RESOLUTION_ID_SUFFIX)
     plan = HealPlan(
         call_event_id=call_event_id, call_event_index=index, insert_at=index + 1,
-        event_id=resolution_event_id(key, call_event_id, earlier + 1), timestamp=timestamp,
+        event_id=event_id, timestamp=timestamp,
         anchor_event_id=STORED_JSON.event_id(heal), anchor_timestamp=heal_time,
         invocation_id=STORED_JSON.invocation_id(heal), author=STORED_JSON.author(heal),
         branch=STORED_JSON.branch(heal), isolation_scope=STORED_JSON.isolation_scope(heal),

@@ -178,3 +178,21 @@ async def test_bad_resolve_input_is_one_line(tmp_path: Path) -> None:
         assert_one_line_error(cli("review", "resolve", "pay-1", store.url, "--failed", "x"),
                               "--yes")
         assert await snapshot(store) == before
+
+
+async def test_a_call_id_healed_in_two_sessions_needs_session(tmp_path: Path) -> None:
+    """The same call id healed in two sessions: one line naming --session; with it, one
+    session is resolved and the other keeps its heal."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"shop": paid_and_asked(), "shop2": paid_and_asked()})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        await repair(store.url, policy=POLICY)
+        before = await snapshot(store)
+        assert_one_line_error(cli("review", "resolve", "pay-1", store.url, "--failed", "x",
+                                  "--yes"), "healed in 2 sessions: pass --session")
+        assert await snapshot(store) == before
+        done = json.loads(cli("review", "resolve", "pay-1", store.url, "--session", "shop2",
+                              "--failed", "declined", "--yes", "--json").stdout)
+        assert done["session_id"] == "shop2" and done["written"] is True
+        listed = json.loads(cli("review", store.url, "--json").stdout)["calls"]
+        assert [(c["session_id"], c["call_id"]) for c in listed] == [("shop", "pay-1")]

@@ -258,27 +258,27 @@ class HealingSessionService(BaseSessionService):
     async def _take_back_for(self, session: Session, event: Event) -> None:
         """Takes back the heals ``event``, a real response just stored, supersedes.
 
-        The caller's session shows the heal when it was read after it; a
-        runner that held the session since before a ``stale_after`` heal does
-        not see it, so for a call older than that the stored session is read
-        once more (the only case where that costs a read).
+        One walk back from ``event`` to the calls it answers (usually a few
+        events; never a classification of the session). The caller's session
+        shows the heal when it was read after it; a runner that held the
+        session since before a ``stale_after`` heal does not see it, so for a
+        call older than that the stored session is read once more (the only
+        case where that costs a read).
         """
         now = self._clock()
-        if _answers_a_heal(session.events, event):
-            await self._take_back(session, now)
+        healed, oldest_call = _walk_back(session.events, event)
+        if healed:
+            await self._take_back(session, now, warn=True)
             return
         stale = self.policy.stale_after_seconds
-        if stale is None:
+        if stale is None or oldest_call is None:
             return
-        ids = {r.id for r in event.get_function_responses() if r.id}
-        old_enough = now - (stale - self.policy.clock_skew_seconds)
-        if not any(call.id in ids and e.timestamp < old_enough
-                   for e in session.events for call in e.get_function_calls()):
+        if oldest_call >= now - (stale - self.policy.clock_skew_seconds):
             return
         stored = await self._inner.get_session(
             app_name=session.app_name, user_id=session.user_id, session_id=session.id)
-        if stored is not None and _answers_a_heal(stored.events, event):
-            await self._take_back(stored, now)
+        if stored is not None and _walk_back(stored.events, event)[0]:
+            await self._take_back(stored, now, warn=True)
 
     def _lock_for(self, session: Session) -> asyncio.Lock:
         key = (session.app_name, session.user_id, session.id)
@@ -315,7 +315,7 @@ class HealingSessionService(BaseSessionService):
                                 clock_skew=self.policy.clock_skew_seconds)
             if whole and incoming is None and any(
                     d.involves_heal for d in findings.duplicate_responses):
-                await self._take_back(session, now)
+                await self._take_back(session, now, warn=False)
                 events = session.events
                 findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
                                     clock_skew=self.policy.clock_skew_seconds)
@@ -385,14 +385,28 @@ class HealingSessionService(BaseSessionService):
             and self._ledger.shares_database(self._inner)
         )
 
-    async def _take_back(self, session: Session, now: float) -> None:
-        """Takes out of storage, and of ``session.events``, each heal a late result superseded."""
-        from .errors import UnsupportedStoreError
+    async def _take_back(self, session: Session, now: float, *, warn: bool) -> None:
+        """Takes out of storage, and of ``session.events``, each heal a late result superseded.
+
+        Args:
+            session: The session as read (or as the runner holds it).
+            now: The clock.
+            warn: Say so (a WARNING) when the store cannot delete rows: as the
+                response is appended, not on every later read.
+        """
         from .store import store_for_service
         from .store.base import Removal, RemovalReason, RemoveOutcome
 
         late = late_results(session.events)
         if not late:
+            return
+        store = store_for_service(self._inner, session)
+        if not store.removes:
+            if warn:
+                logger.warning(
+                    "adk_session_heal: a late result superseded heal(s) %s in session %s, but"
+                    " %s cannot delete rows: the heal stays beside the real response",
+                    ", ".join(found.heal_event_id for found in late), session.id, store)
             return
         key = SessionKey.of(session)
         removals = [
@@ -400,17 +414,10 @@ class HealingSessionService(BaseSessionService):
                     RemovalReason.LATE_RESULT, now, "wrapper", found.response_event_ids)
             for found in late
         ]
-        store = store_for_service(self._inner, session)
         in_transaction = self._ledger_in_transaction(store)
         async with self._lock_for(session):
             try:
                 results = await store.remove(removals, ledger=in_transaction)
-            except UnsupportedStoreError:
-                logger.warning(
-                    "adk_session_heal: a late result superseded heal(s) %s in session %s, but"
-                    " %s cannot delete rows: the heal stays beside the real response",
-                    ", ".join(r.event_id for r in removals), session.id, store)
-                return
             except Exception:
                 if self.policy.raise_errors:
                     raise
@@ -420,10 +427,10 @@ class HealingSessionService(BaseSessionService):
         gone = {r.event_id for r, outcome in zip(removals, results, strict=True)
                 if outcome is not RemoveOutcome.KEPT}
         session.events[:] = [e for e in session.events if e.id not in gone]
-        done = [r for r, outcome in zip(removals, results, strict=True)
-                if outcome is RemoveOutcome.REMOVED]
-        for removal, found in zip(removals, late, strict=True):
-            if removal in done:
+        done: list[Removal] = []
+        for removal, found, outcome in zip(removals, late, results, strict=True):
+            if outcome is RemoveOutcome.REMOVED:
+                done.append(removal)
                 report_removal(removal, dict(zip(found.call_ids, found.tool_names, strict=True)))
         if done and not in_transaction and isinstance(self._ledger, RemovalLedger):
             try:
@@ -469,13 +476,30 @@ class HealingSessionService(BaseSessionService):
                 )
 
 
-def _answers_a_heal(events: Sequence[Event], event: Event) -> bool:
-    """Whether ``event`` (just stored, last of ``events``) answers a call a heal answered."""
+def _walk_back(events: Sequence[Event], event: Event) -> tuple[bool, float | None]:
+    """Walks back from the end of ``events`` to the calls ``event``'s responses answer.
+
+    A heal sorts after its call, so it is met on the way.
+
+    Returns:
+        Whether a heal of ours answers one of those calls, and the time of the
+        oldest of them found (``None``: none found, or ``event`` is no real response).
+    """
     ids = {r.id for r in event.get_function_responses() if r.id}
     if not ids or ADK_EVENTS.heal_marker(event) is not None:
-        return False
-    for stored in events:
+        return False, None
+    healed = False
+    oldest: float | None = None
+    for stored in reversed(events):
+        if stored is event:
+            continue
         marker = ADK_EVENTS.heal_marker(stored)
         if marker is not None and ids.intersection(marker.get("call_ids") or ()):
-            return True
-    return False
+            healed = True
+        for call in stored.get_function_calls():
+            if call.id in ids:
+                ids.discard(call.id)
+                oldest = stored.timestamp
+        if not ids:
+            break
+    return healed, oldest

@@ -205,7 +205,8 @@ async def test_removals_are_recorded_in_the_ledger_with_the_heal_kept_in_history
 async def test_a_store_without_deletes_keeps_the_heal_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Through append_event alone a row cannot be removed: the heal stays, one WARNING."""
+    """Through append_event alone a row cannot be removed: the heal stays, one WARNING as the
+    response is appended, none on later reads."""
     inner = AppendingInMemoryService()
     history, call_id = crashed(time.time() - 3600)
     session = await stored(inner, history)
@@ -217,6 +218,12 @@ async def test_a_store_without_deletes_keeps_the_heal_and_says_so(
         await wrapper.append_event(fresh, late_response(call_id))
     assert len(heals_in(fresh.events)) == 1
     assert any("cannot delete rows" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
+        for _ in range(2):  # later reads neither warn again nor write
+            read = await wrapper.get_session(app_name=APP, user_id=USER, session_id=session.id)
+            assert read is not None and len(read.events) == len(fresh.events)
+    assert caplog.records == []
 
 
 async def _store_late_response(store: Store, session_id: str) -> None:

@@ -70,6 +70,7 @@ class AppendStore(SessionStore):
     layout = Layout.APPEND
     transactional = False
     bumps_revision = True
+    removes = False
 
     def __init__(self, service: BaseSessionService, session: Session) -> None:
         self._service = service

@@ -237,12 +237,15 @@ class SessionStore:
         bumps_revision: A write changes the session's stored revision (only
             the ``append_event`` fallback), so a runner holding the session
             would fail its next append.
+        removes: :meth:`remove` can take a row out (not through
+            ``append_event`` alone).
     """
 
     layout: Layout
     url: StoreUrl | None = None
     transactional = True
     bumps_revision = False
+    removes = True
 
     def __str__(self) -> str:
         """Names the store for messages (URLs with their password redacted)."""

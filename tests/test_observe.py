@@ -420,3 +420,32 @@ def test_a_recovered_result_is_resolution_recovered(telemetry: Telemetry) -> Non
         ("finished_result_lost", "recovered"), ("may_have_run", "healed")]
     assert [dict(s.attributes or {})["adk_session_heal.resolution"]
             for s in telemetry.dead_call_spans()] == ["recovered", "healed"]
+
+
+def test_a_heal_taken_back_is_resolution_superseded(telemetry: Telemetry) -> None:
+    """report_removal counts each call of the heal taken back, with a dead_call span."""
+    from adk_session_heal.observe import report_removal
+    from adk_session_heal.session_key import SessionKey
+    from adk_session_heal.store.base import Removal, RemovalReason
+
+    report_removal(Removal(SessionKey("weather_app", "u", "s"), "e-0002-heal", "e-0002",
+                           ("call-1",), RemovalReason.LATE_RESULT, time.time(), "wrapper",
+                           ("late-1",)), {"call-1": "get_weather"})
+    assert telemetry.points(DEAD_CALLS_METRIC) == [
+        ({"app_name": "weather_app", "tool_name": "get_weather", "resolution": "superseded"}, 1)]
+    (span,) = telemetry.dead_call_spans()
+    assert (span.attributes or {})["adk_session_heal.resolution"] == "superseded"
+
+
+def test_a_call_run_again_is_resolution_re_run(telemetry: Telemetry) -> None:
+    """report_rerun counts the call run again, with a dead_call span."""
+    from types import SimpleNamespace
+
+    from adk_session_heal.observe import report_rerun
+
+    report_rerun(SimpleNamespace(app_name="weather_app", user_id="u", id="s"), "e-0002",
+                 "call-1", "get_weather")
+    assert telemetry.points(DEAD_CALLS_METRIC) == [
+        ({"app_name": "weather_app", "tool_name": "get_weather", "resolution": "re-run"}, 1)]
+    (span,) = telemetry.dead_call_spans()
+    assert (span.attributes or {})["adk_session_heal.call_id"] == "call-1"

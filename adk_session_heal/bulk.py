@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from google.adk.sessions import BaseSessionService
 
@@ -62,6 +62,7 @@ from .tool_runs import ToolRunReader
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_OLDER_THAN",
+    "PrefilterMode",
     "RepairPlan",
     "ScanProgress",
     "SessionFilter",
@@ -82,6 +83,11 @@ A day: far longer than any tool or human-in-the-loop wait should take without
 ADK marking the call long-running, so ``stale`` calls are dead, not slow.
 Superseded calls are healed whatever their age.
 """
+
+_log = logging.getLogger("adk_session_heal")
+
+PrefilterMode = Literal["auto", "always", "never"]
+"""When scans let the database pick the sessions to classify (see :func:`scan`)."""
 
 DEFAULT_BATCH_SIZE = 500
 """Synthetic events inserted per transaction."""
@@ -141,21 +147,26 @@ async def _plan(
     clock_skew: float,
     progress: ScanProgress | None,
     tool_runs: ToolRunReader | None = None,
+    prefilter: PrefilterMode = "auto",
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session.
 
     With ``tool_runs`` (the store's tool-run ledger), the unanswered calls of a
     session are corrected by their records (:func:`~adk_session_heal.findings.with_tool_runs`):
-    one read per session holding such calls.
+    one read per session holding such calls. The database picks the sessions to
+    classify as ``prefilter`` says (see :func:`_sessions`).
     """
     report = ScanReport(str(store), store.layout.value, now, stale_after, clock_skew=clock_skew)
     report.sessions_scanned = await store.count_sessions(where)
     if progress is not None:
         progress.start(report.sessions_scanned)
     planned: list[SessionHeals] = []
-    async for stored in store.stream_sessions(where):
+    streamed = _Streamed()
+    async for stored in _sessions(store, where, prefilter=prefilter, streamed=streamed):
         key = stored.key
         rows = len(stored.events) + len(stored.damaged)
+        streamed.sessions += 1
+        streamed.events += rows
         heals: SessionHeals | None = None
         damaged = stored.damaged
         if not damaged:
@@ -180,9 +191,54 @@ async def _plan(
             planned.append(heals)
         if progress is not None:
             progress.advance(1)
+    if streamed.total_events is not None:  # the clean sessions the prefilter passed over
+        report.events_scanned += max(0, streamed.total_events - streamed.events)
+        if progress is not None:
+            progress.advance(max(0, report.sessions_scanned - streamed.sessions))
     if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
         raise StoreError(_unreadable_message(store, report))
     return report, planned
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """What a scan read: sessions and rows streamed, and all rows when prefiltered."""
+
+    sessions: int = 0
+    events: int = 0
+    total_events: int | None = None
+
+
+async def _sessions(
+    store: SessionStore, where: SessionFilter, *, prefilter: PrefilterMode, streamed: _Streamed
+) -> AsyncIterator[StoredSession]:
+    """Yields the sessions to classify: the prefilter's candidates, or every session.
+
+    The prefilter (:meth:`SessionStore.candidates`) is used as ``prefilter``
+    says; a prefilter query the database refuses before its first session (an
+    engine without the JSON functions it needs) falls back to the full scan,
+    with a warning.
+    """
+    if prefilter not in ("auto", "always", "never"):
+        raise ValueError(f"prefilter={prefilter!r}: use 'auto', 'always' or 'never'")
+    found = None if prefilter == "never" else await store.candidates(
+        where, everywhere=prefilter == "always")
+    if found is not None:
+        total, candidates = found
+        try:
+            first = await anext(candidates, None)
+        except StoreError as exc:
+            _log.warning("the SQL prefilter failed on %s (%s): scanning every session instead",
+                         store, exc)
+        else:
+            streamed.total_events = total
+            if first is not None:
+                yield first
+                async for stored in candidates:
+                    yield stored
+            return
+    async for stored in store.stream_sessions(where):
+        yield stored
 
 
 async def classify_stored(
@@ -342,6 +398,7 @@ async def scan(
     now: float | None = None,
     progress: ScanProgress | None = None,
     timeout: TimeoutArg = None,
+    prefilter: PrefilterMode = "auto",
 ) -> ScanReport:
     """Scans an ADK session database, read-only.
 
@@ -359,6 +416,11 @@ async def scan(
         timeout: How long to wait for a database server: seconds, or a
             :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
             to connect, 60 s per statement).
+        prefilter: Whether the database picks the sessions that can hold a
+            finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
+            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
+            engine has one (MySQL/MariaDB too, where it measured slower than
+            classifying everything), ``"never"`` (classify every session).
 
     Returns:
         The report.
@@ -372,7 +434,7 @@ async def scan(
             report, _ = await _plan(
                 store, where or SessionFilter(), None, now=time.time() if now is None else now,
                 stale_after=stale_after, clock_skew=clock_skew, progress=progress,
-                tool_runs=tool_runs,
+                tool_runs=tool_runs, prefilter=prefilter,
             )
         return report
     finally:
@@ -387,6 +449,7 @@ async def plan_repair(
     now: float | None = None,
     progress: ScanProgress | None = None,
     timeout: TimeoutArg = None,
+    prefilter: PrefilterMode = "auto",
 ) -> RepairPlan:
     """Scans a session database and plans the heal of every dead call; writes nothing.
 
@@ -401,6 +464,11 @@ async def plan_repair(
         timeout: How long to wait for a database server: seconds, or a
             :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
             to connect, 60 s per statement).
+        prefilter: Whether the database picks the sessions that can hold a
+            finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
+            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
+            engine has one (MySQL/MariaDB too, where it measured slower than
+            classifying everything), ``"never"`` (classify every session).
 
     Returns:
         The plan, to print or to pass to :func:`apply_plan`.
@@ -416,7 +484,7 @@ async def plan_repair(
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-                progress=progress, tool_runs=tool_runs,
+                progress=progress, tool_runs=tool_runs, prefilter=prefilter,
             )
     finally:
         await store.close()
@@ -501,6 +569,7 @@ async def repair(
     progress: ScanProgress | None = None,
     on_heal: Callable[[HealRecord], object] | None = None,
     timeout: TimeoutArg = None,
+    prefilter: PrefilterMode = "auto",
 ) -> RepairReport:
     """Heals every dead call in a session database: :func:`plan_repair` + :func:`apply_plan`.
 
@@ -519,6 +588,11 @@ async def repair(
         timeout: How long to wait for a database server: seconds, or a
             :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
             to connect, 60 s per statement).
+        prefilter: Whether the database picks the sessions that can hold a
+            finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
+            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
+            engine has one (MySQL/MariaDB too, where it measured slower than
+            classifying everything), ``"never"`` (classify every session).
 
     Returns:
         The report, with one entry per synthetic event.
@@ -537,7 +611,7 @@ async def repair(
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-                progress=progress, tool_runs=tool_runs,
+                progress=progress, tool_runs=tool_runs, prefilter=prefilter,
             )
         assert store.url is not None
         plan = RepairPlan(store.url, report, tuple(sessions), clock)

@@ -56,9 +56,10 @@ if TYPE_CHECKING:  # the rest is imported where used: `--help` loads no ADK, ric
     from rich.progress import Progress
     from rich.table import Table
 
-    from .bulk import RepairPlan
+    from .bulk import PrefilterMode, RepairPlan
     from .heal_record import HealRecord
     from .scan_report import CallEntry, RepairReport, ScanReport, SupersededEntry
+    from .shards import Shard
     from .store.urls import StoreUrl
 
 __all__ = ["URL_ENV", "main", "parse_duration"]
@@ -210,6 +211,35 @@ def _filters(command: F) -> F:
     )):
         command = option(command)
     return command
+
+
+def _shard(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Shard | None:
+    from .shards import Shard
+    try:
+        return None if value is None else Shard.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _fleet(command: F) -> F:
+    """``--shard``, ``--full-scan`` and ``--prefilter``: how scan and repair read a store."""
+    command = click.option(
+        "--full-scan", "prefilter", flag_value="never",
+        help="Classify every session in Python instead of letting the database pick the "
+        "ones that can hold a finding first (the SQL prefilter, used by default on "
+        "PostgreSQL and SQLite; it hands any row it cannot read to Python).",
+    )(command)
+    command = click.option(
+        "--prefilter", "prefilter", flag_value="always",
+        help="Use the SQL prefilter on MySQL/MariaDB too (measured slower there).",
+    )(command)
+    command = click.option("--auto-prefilter", "prefilter", flag_value="auto", default=True,
+                           hidden=True)(command)
+    return click.option(
+        "--shard", callback=_shard, metavar="I/N",
+        help="Only the I-th of N parts of the sessions (by a stable hash of the session "
+        "key; I counts from 1): run N jobs side by side, --shard 1/N ... --shard N/N.",
+    )(command)
 
 
 def _older_than(command: F) -> F:
@@ -481,12 +511,14 @@ def main() -> None:
 @main.command("scan")
 @_url_argument
 @_filters
+@_fleet
 @_older_than
 @_timeout
 @_output_format
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                 older_than: float, clock_skew: float, timeout: float | None,
-                 output: str) -> None:
+                 shard: Shard | None, prefilter: PrefilterMode, older_than: float,
+                 clock_skew: float,
+                 timeout: float | None, output: str) -> None:
     """Report dead tool calls, and the in-flight and pending ones, read-only.
 
     Exit 0: nothing to heal; 1: something needs healing (wins over 3); 2: bad
@@ -498,10 +530,11 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     from .bulk import scan
     from .scan_report import SCAN_COLUMNS
     from .store import SessionFilter
-    where = SessionFilter(app_name, user_id, session_id)
+    where = SessionFilter(app_name, user_id, session_id, shard)
     with _progress(output) as progress:
         report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
-                           progress=_scan_bar(progress), timeout=timeout))
+                           progress=_scan_bar(progress), timeout=timeout,
+                           prefilter=prefilter))
     if output == "table":
         _print_scan_tables(_console(), report)
     else:
@@ -520,6 +553,7 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @main.command("repair")
 @_url_argument
 @_filters
+@_fleet
 @_older_than
 @click.option("--dry-run", is_flag=True, help="Print exactly what would be written; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -529,9 +563,9 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @_timeout
 @_output_format
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                   older_than: float, clock_skew: float, dry_run: bool, yes: bool,
-                   no_ledger: bool, batch_size: int, timeout: float | None,
-                   output: str) -> None:
+                   shard: Shard | None, prefilter: PrefilterMode, older_than: float,
+                   clock_skew: float, dry_run: bool, yes: bool, no_ledger: bool,
+                   batch_size: int, timeout: float | None, output: str) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
@@ -547,7 +581,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     from .bulk import apply_plan, check_repairable, plan_repair
     from .scan_report import REPAIR_COLUMNS, RepairReport
     from .store import SessionFilter
-    where = SessionFilter(app_name, user_id, session_id)
+    where = SessionFilter(app_name, user_id, session_id, shard)
     policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
     if not dry_run and not yes and not sys.stdin.isatty():
         raise CliError("repair writes to the database: pass --yes to confirm "
@@ -556,7 +590,8 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
     with _progress(output) as progress:
         plan: RepairPlan = _run(plan_repair(url, where=where, policy=policy,
-                                            progress=_scan_bar(progress), timeout=timeout))
+                                            progress=_scan_bar(progress), timeout=timeout,
+                                            prefilter=prefilter))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:

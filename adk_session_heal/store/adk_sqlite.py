@@ -48,7 +48,8 @@ from .ledger_table import (
     ledger_row,
     removal_row,
 )
-from .streaming import grouped_sessions, sqlite_chunks
+from .prefilter import Columns, candidates_query
+from .streaming import grouped_sessions, sqlite_chunks, sqlite_functions
 from .urls import StoreUrl
 
 __all__ = [
@@ -71,6 +72,10 @@ SQLITE_EVENT_COLUMNS = (
 )
 """Column order of ``SqliteSessionService``'s ``events`` table inserts."""
 
+
+_READ = Columns(("app_name", "user_id", "session_id", "id", "event_data"), tie="rowid",
+                key_columns=False)
+"""How scans read ``events``: every field from ``event_data``, ties by ``rowid``."""
 
 _SQLITE_INSERT = (
     f"INSERT OR IGNORE INTO events ({', '.join(SQLITE_EVENT_COLUMNS)}) "
@@ -187,6 +192,7 @@ class AdkSqliteStore(SessionStore):
         @asynccontextmanager
         async def connect(writable: bool) -> AsyncIterator[aiosqlite.Connection]:
             async with aiosqlite.connect(url.sqlite_uri(writable=writable), uri=True) as db:
+                await sqlite_functions(db)
                 yield db
 
         return cls(connect, url)
@@ -206,11 +212,12 @@ class AdkSqliteStore(SessionStore):
 
     async def count_sessions(self, where: SessionFilter) -> int:
         """Returns how many sessions match."""
-        clause, params = where.where("id")
+        clause, params = where.where("id", "sqlite")
+        return await self._count(f"SELECT count(*) FROM sessions{clause}", params)
+
+    async def _count(self, sql: str, params: dict[str, str]) -> int:
         try:
-            async with self._connect(False) as db, db.execute(
-                f"SELECT count(*) FROM sessions{clause}", params
-            ) as cursor:
+            async with self._connect(False) as db, db.execute(sql, params) as cursor:
                 row = await cursor.fetchone()
                 return int(row[0]) if row else 0
         except sqlite3.Error as exc:
@@ -218,13 +225,30 @@ class AdkSqliteStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
-        if self.url is None:
-            raise NotImplementedError("open the store from its URL to stream it")
-        clause, params = where.where("session_id")
+        clause, params = where.where("session_id", "sqlite")
         sql = (
-            "SELECT app_name, user_id, session_id, id, event_data FROM events"
+            f"SELECT {', '.join(_READ.select)} FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
         )
+        async for stored in self._stream(sql, params):
+            yield stored
+
+    async def candidates(
+        self, where: SessionFilter, *, everywhere: bool = False
+    ) -> tuple[int, AsyncIterator[StoredSession]] | None:
+        """Returns the matching events' count and a stream of the candidate sessions only.
+
+        The file's SQLite picks them (:mod:`~adk_session_heal.store.prefilter`).
+        """
+        if self.url is None:
+            return None
+        clause, params = where.where("session_id", "sqlite")
+        total = await self._count(f"SELECT count(*) FROM events{clause}", params)
+        return total, self._stream(candidates_query("sqlite", _READ, clause), params)
+
+    async def _stream(self, sql: str, params: dict[str, str]) -> AsyncIterator[StoredSession]:
+        if self.url is None:
+            raise NotImplementedError("open the store from its URL to stream it")
         async for stored in grouped_sessions(
             sqlite_chunks(self.url, sql, params), key_columns=False
         ):

@@ -25,9 +25,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import UnsupportedStoreError
+from ..shards import SQLITE_FUNCTION, bucket
 from .urls import StoreUrl
 
 __all__ = [
@@ -93,6 +95,11 @@ def _bounded(connect: Callable[..., Awaitable[Any]], seconds: float) -> Callable
     return connect_within
 
 
+def _sqlite_functions(dbapi_connection: Any, _record: object) -> None:
+    """Registers the SQL functions our queries use (the shard hash) on a new SQLite connection."""
+    dbapi_connection.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
+
+
 def create_store_engine(url: StoreUrl, *, writable: bool, timeouts: Timeouts) -> AsyncEngine:
     """Returns the async engine for a SQL store URL, with the timeouts applied.
 
@@ -103,7 +110,9 @@ def create_store_engine(url: StoreUrl, *, writable: bool, timeouts: Timeouts) ->
     """
     sqlalchemy_url = url.sqlalchemy_url(writable=writable)
     if url.sqlite_path is not None:
-        return create_async_engine(sqlalchemy_url)
+        engine = create_async_engine(sqlalchemy_url)
+        event.listen(engine.sync_engine, "connect", _sqlite_functions)
+        return engine
     driver = sqlalchemy_url.get_driver_name()
     connect_args: dict[str, Any] = {
         # SQLAlchemy's async dialects call this instead of the driver's connect.

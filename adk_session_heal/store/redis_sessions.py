@@ -311,10 +311,7 @@ class RedisStore(SessionStore):
                     if value is None:
                         continue
                     found, doc, problem = _read_value(self.key_prefix, key, value)
-                    if found is not None and all(
-                        wanted is None or wanted == have for wanted, have in (
-                            (where.app_name, found.app_name), (where.user_id, found.user_id),
-                            (where.session_id, found.session_id))):
+                    if found is not None and where.holds(found):
                         yield found, doc, problem
         except (RedisError, OSError) as exc:
             raise self._error(exc, "read") from exc

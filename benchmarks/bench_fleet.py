@@ -1,0 +1,223 @@
+"""Benchmark of scans and repairs at fleet scale (issue 13), each a ratio measured in the same run.
+
+Per backend (SQLite file, PostgreSQL, MariaDB) and size (default 100k and 1M
+events; sessions of 50 realistic events, 5 % ending with a dead call):
+
+* **in-process** (the Python API, one interpreter): the naive loop
+  (``list_sessions`` + ``get_session`` + ``classify`` through ADK's
+  ``DatabaseSessionService``) against ``scan()`` with the SQL prefilter
+  (``prefilter="always"``, so MariaDB's is measured too) and without it;
+* **whole process** (what an operator runs): ``python -c`` running that naive
+  loop against ``adk-session-heal scan URL --format tsv --prefilter`` and
+  ``--full-scan``;
+  the CLI's peak RSS (``VmHWM``);
+* **two shards** side by side (``--shard 1/2`` and ``--shard 2/2``, two
+  processes) against one whole-process scan;
+* **repair** through the CLI (``repair --yes``, ledger on) of stores whose
+  every session holds one dead call: heals per second.
+
+Usage::
+
+    python benchmarks/bench_fleet.py                                   # everything
+    python benchmarks/bench_fleet.py --backends sqlite --sizes 100000 --repair-sessions 5000
+
+Not a test: prints a Markdown table. Best of ``--repeat`` runs for the fast
+measures; the naive loop runs once per size (it is the slow baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import temporary_database  # noqa: E402
+from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
+
+from adk_session_heal import migrate  # noqa: E402
+from adk_session_heal.bulk import scan  # noqa: E402
+
+NOW = 1_800_000_000.0
+CLI = [sys.executable, "-m", "adk_session_heal"]
+NAIVE = """
+import asyncio, sys
+from google.adk.sessions import DatabaseSessionService
+from adk_session_heal.findings import classify
+async def main():
+    service = DatabaseSessionService(sys.argv[1])
+    listed = await service.list_sessions(app_name=sys.argv[2], user_id=sys.argv[3])
+    dead = 0
+    for s in listed.sessions:
+        session = await service.get_session(app_name=sys.argv[2], user_id=sys.argv[3],
+                                            session_id=s.id)
+        dead += len(classify(session.events, now=1.8e9, stale_after=86400).dead)
+    await service.close()
+    print(dead)
+asyncio.run(main())
+"""
+"""The naive loop as an operator's script would run it (one process)."""
+
+
+@asynccontextmanager
+async def database(backend: str, directory: Path, name: str) -> AsyncIterator[Store]:
+    """A fresh database of the backend."""
+    if backend == "sqlite":
+        yield Store("db_sqlite", f"sqlite+aiosqlite:///{directory / name}.db")
+    else:
+        async with temporary_database("postgres" if backend == "postgres" else "mariadb") as url:
+            yield Store(backend, url)
+
+
+async def filled(store: Store, sessions: int, events: int, dead: float) -> None:
+    """Fills the store (400 distinct histories, reused cyclically)."""
+    distinct = bulk_histories(min(sessions, 400), events, dead)
+    await bulk_fill(store, [distinct[i % len(distinct)] for i in range(sessions)], chunk=500)
+
+
+async def naive_in_process(store: Store) -> float:
+    """list_sessions + get_session + classify through ADK's service; seconds."""
+    from google.adk.sessions import DatabaseSessionService
+
+    from adk_session_heal.findings import classify
+
+    service = DatabaseSessionService(store.url)
+    started = time.perf_counter()
+    listed = await service.list_sessions(app_name=APP, user_id=USER)
+    for s in listed.sessions:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id=s.id)
+        assert session is not None
+        classify(session.events, now=NOW, stale_after=86400).dead  # noqa: B018
+    elapsed = time.perf_counter() - started
+    await service.close()
+    return elapsed
+
+
+async def scan_in_process(store: Store, *, prefilter: str) -> tuple[float, int, int]:
+    """``scan()``; returns (seconds, events, dead calls)."""
+    started = time.perf_counter()
+    report = await scan(store.url, now=NOW, prefilter=prefilter)  # type: ignore[arg-type]
+    return time.perf_counter() - started, report.events_scanned, len(report.dead_calls)
+
+
+def process(argv: list[str]) -> tuple[float, float, str]:
+    """Runs a whole process; returns (seconds, peak RSS in MB, stdout)."""
+    code = ("import os, resource, subprocess, sys, time;"
+            "t = time.perf_counter();"
+            "p = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
+            "e = time.perf_counter() - t;"
+            "print(e, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024);"
+            "sys.stdout.write(p.stdout);"
+            "sys.exit(0 if p.returncode in (0, 1, 3) else p.returncode)")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         check=True).stdout
+    head, _, rest = out.partition("\n")
+    seconds, peak = head.split()
+    return float(seconds), float(peak), rest
+
+
+def side_by_side(commands: list[list[str]]) -> float:
+    """Runs processes at once; returns the wall time until the last ends."""
+    started = time.perf_counter()
+    children = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for c in commands]
+    for child in children:
+        child.wait()
+    return time.perf_counter() - started
+
+
+async def bench_size(backend: str, size: int, args: argparse.Namespace,
+                     directory: Path) -> list[str]:
+    """Every scan measure on one backend and size."""
+    lines = []
+    async with database(backend, directory, f"scan{size}") as store:
+        await filled(store, size // args.events, args.events, args.dead)
+        t_naive = await naive_in_process(store)
+        t_pre = t_full = float("inf")
+        events = dead = 0
+        for _ in range(args.repeat):
+            elapsed, events, dead = await scan_in_process(store, prefilter="always")
+            t_pre = min(t_pre, elapsed)
+            elapsed, _, full_dead = await scan_in_process(store, prefilter="never")
+            t_full = min(t_full, elapsed)
+            assert full_dead == dead
+        naive_argv = [sys.executable, "-c", NAIVE, store.url, APP, USER]
+        p_naive, _, out = process(naive_argv)
+        assert int(out) == dead, (out, dead)
+        p_pre = p_full = rss = float("inf")
+        shards = float("inf")
+        for _ in range(args.repeat):
+            elapsed, peak, _ = process([*CLI, "scan", store.url, "--format", "tsv",
+                                        "--prefilter"])
+            p_pre, rss = min(p_pre, elapsed), min(rss, peak)
+            p_full = min(p_full, process([*CLI, "scan", store.url, "--format", "tsv",
+                                          "--full-scan"])[0])
+            shards = min(shards, side_by_side([
+                [*CLI, "scan", store.url, "--format", "tsv", "--prefilter", "--shard", f"{n}/2"]
+                for n in (1, 2)]))
+        label = f"{backend} {events:,} ev"
+        lines += [
+            f"| {label} | naive loop, in-process | {t_naive:.2f} s | 1.0x |",
+            f"| {label} | scan(), prefilter | {t_pre:.2f} s | {t_naive / t_pre:.1f}x naive |",
+            f"| {label} | scan(), no prefilter | {t_full:.2f} s | {t_naive / t_full:.1f}x naive |",
+            f"| {label} | naive loop, whole process | {p_naive:.2f} s | 1.0x |",
+            f"| {label} | CLI scan, prefilter | {p_pre:.2f} s | {p_naive / p_pre:.1f}x naive "
+            f"process; peak RSS {rss:.0f} MB |",
+            f"| {label} | CLI scan --full-scan | {p_full:.2f} s | {p_naive / p_full:.1f}x naive "
+            "process |",
+            f"| {label} | 2 CLI shards side by side | {shards:.2f} s | {shards / p_pre:.2f}x one "
+            f"CLI scan ({shards / p_full:.2f}x one --full-scan) |",
+        ]
+    return lines
+
+
+async def bench_repair(backend: str, args: argparse.Namespace, directory: Path) -> list[str]:
+    """Repair through the CLI: every session holds one dead call."""
+    async with database(backend, directory, "repair") as store:
+        await bulk_fill(store, bulk_histories(args.repair_sessions, 12, 1.0), chunk=500)
+        await migrate.upgrade(store.url)
+        before = await scan(store.url, now=NOW)
+        elapsed, peak, _ = process([*CLI, "repair", store.url, "--yes", "--format", "tsv"])
+        after = await scan(store.url, now=NOW)
+        heals = len(before.dead_calls)
+        assert heals == args.repair_sessions and not after.dead_calls
+        return [f"| {backend} | CLI repair of {heals:,} dead calls (ledger on) "
+                f"| {elapsed:.2f} s | {heals / elapsed:,.0f} heals/s; peak RSS {peak:.0f} MB |"]
+
+
+def main() -> None:
+    """Runs the measures and prints the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="sqlite,postgres,mariadb")
+    parser.add_argument("--sizes", default="100000,1000000",
+                        type=lambda s: [int(x) for x in s.split(",") if x])
+    parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--dead", type=float, default=0.05)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repair-sessions", type=int, default=10_000)
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; sessions of {args.events} "
+          f"events, {args.dead:.0%} with a dead call")
+    print("| store | measure | time | ratio |")
+    print("| --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in args.backends.split(","):
+            for size in args.sizes:
+                for line in asyncio.run(bench_size(backend, size, args, Path(tmp))):
+                    print(line, flush=True)
+            if args.repair_sessions:
+                for line in asyncio.run(bench_repair(backend, args, Path(tmp))):
+                    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

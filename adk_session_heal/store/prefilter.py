@@ -153,6 +153,11 @@ class _Json:
     that reads them (each would compute them again)."""
 
     @property
+    def materialized(self) -> str:
+        """Makes SQLite store the parts read out of each row (else each use reads them again)."""
+        return " MATERIALIZED" if self.dialect == "sqlite" else ""
+
+    @property
     def recomputes_ctes(self) -> bool:
         """Whether the engine computes a CTE again at each reference (MySQL/MariaDB)."""
         return self._upper
@@ -397,32 +402,38 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
     readable = j.readable(d)
     empty = _empty_parts(dialect)
     guard = readable if j.text_stored else parts_type  # jsonb_array_elements raises on a non-array
-    source, v, vtype = j.elements(f"(CASE WHEN {guard} THEN {d} ELSE {empty} END)", "e")
-    obj = j.element_type_is(vtype, "object")
-    plain = j.plain_part(v)
+    source, value, vtype = j.elements(f"(CASE WHEN {guard} THEN {d} ELSE {empty} END)", "e")
+    # The parts that can matter: not objects, or objects whose text names a function.
+    # Their value is read out once here (SQLite serialises a json_each value at every use).
+    elements = (
+        f"SELECT events.app_name AS a, events.user_id AS u, events.session_id AS s, "
+        f"events.timestamp AS ts, events.{columns.tie} AS t, {vtype} AS vt, {value} AS v "
+        f"FROM events{j.lateral} {source} "
+        f"WHERE {'(' + where[len(' WHERE '):] + ') AND ' if where else ''}"
+        f"NOT ({j.element_type_is(vtype, 'object')} AND {j.plain_part(value)})"
+    )
+    v = "v"
+    obj = j.element_type_is("vt", "object")
     call_here = j.has_value(v, "function_call")
     response_here = j.has_value(v, "function_response")
     parts = (
-        f"SELECT events.app_name AS a, events.user_id AS u, events.session_id AS s, "
-        f"events.timestamp AS ts, events.{columns.tie} AS t, "
-        f"CASE WHEN NOT {obj} THEN 'x' WHEN {plain} THEN NULL "
+        "SELECT a, u, s, ts, t, "
+        f"CASE WHEN NOT {obj} THEN 'x' "
         f"WHEN {_ok(j.present(v, ('functionCall',)))} "
         f"OR {_ok(j.present(v, ('functionResponse',)))} THEN 'x' "
         f"WHEN {call_here} AND {response_here} THEN 'x' "
         f"WHEN {call_here} THEN 'c' WHEN {response_here} THEN 'r' END AS k, "
-        + (f"CASE WHEN NOT {obj} OR {plain} THEN 0 ELSE "
+        + (f"CASE WHEN NOT {obj} THEN 0 ELSE "
            + " + ".join(f"(CASE WHEN {j.present(v, (key,))} THEN 1 ELSE 0 END)"
                         for key in _FUNCTION_KEYS) + " END AS fk, "
            if j.text_stored else "0 AS fk, ")
-        + f"CASE WHEN NOT {obj} OR {plain} THEN NULL "
+        + f"CASE WHEN NOT {obj} THEN NULL "
         f"WHEN {call_here} THEN {j.exact(j.text(v, ('function_call', 'id')))} "
         f"ELSE {j.exact(j.text(v, ('function_response', 'id')))} END AS i, "
-        f"CASE WHEN NOT {obj} OR {plain} THEN 0 "
+        f"CASE WHEN NOT {obj} THEN 0 "
         f"WHEN {call_here} THEN {_well_formed(j, v, 'function_call')} "
         f"ELSE {_well_formed(j, v, 'function_response')} END AS ok "
-        f"FROM events{j.lateral} {source} "
-        f"WHERE {'(' + where[len(' WHERE '):] + ') AND ' if where else ''}"
-        f"NOT ({obj} AND {plain}){j.computed_once}"
+        f"FROM elements{j.computed_once}"
     )
     if j.recomputes_ctes:
         candidates = [_candidates_read_once()]
@@ -436,7 +447,8 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
             candidates.append(
                 "SELECT a, u, s FROM (SELECT a, u, s, m AS n FROM r UNION ALL "
                 "SELECT a, u, s, -fk FROM p) z GROUP BY a, u, s HAVING SUM(n) <> 0")
-    with_candidates = f"WITH r AS ({rows}), p AS ({parts}), c AS ({' UNION '.join(candidates)}) "
+    with_candidates = (f"WITH r AS ({rows}), elements AS{j.materialized} ({elements}), "
+                       f"p AS ({parts}), c AS ({' UNION '.join(candidates)}) ")
     if keys_only:
         return f"{with_candidates}SELECT a, u, s FROM c ORDER BY a, u, s"
     return (f"{with_candidates}SELECT {_selected(columns)} FROM c "

@@ -99,6 +99,7 @@ from .heal_record import HealRecord
 from .healing import Heal
 from .json_version import JSON_FORMAT
 from .late_results import LateResult
+from .runs import RepairRun
 from .session_key import SessionKey
 from .store.base import DamagedRow, RemoveOutcome, WriteOutcome, WriteResult
 
@@ -106,6 +107,7 @@ __all__ = [
     "HISTORY_COLUMNS",
     "JSON_FORMAT",
     "REPAIR_COLUMNS",
+    "RUNS_COLUMNS",
     "SCAN_COLUMNS",
     "CallEntry",
     "DamagedEntry",
@@ -119,6 +121,8 @@ __all__ = [
     "history_json",
     "history_records",
     "record_json",
+    "runs_json",
+    "runs_records",
     "tsv_field",
     "tsv_lines",
 ]
@@ -532,6 +536,8 @@ class RepairReport:
         ledger: The heals written were recorded in the ledger.
         removals: Each superseded heal of the scan and what the remover did
             with it (``None`` in a dry run).
+        run_id: The run's id in the ledger (``None``: not recorded), what
+            ``repair --undo`` takes.
     """
 
     scan: ScanReport
@@ -539,6 +545,7 @@ class RepairReport:
     dry_run: bool
     ledger: bool
     removals: list[tuple[SupersededEntry, RemoveOutcome | None]] = field(default_factory=list)
+    run_id: str | None = None
 
     @property
     def taken_back(self) -> int:
@@ -612,6 +619,7 @@ class RepairReport:
             command="repair",
             dry_run=self.dry_run,
             ledger=self.ledger,
+            run_id=self.run_id,
             healed=self.healed,
             already_present=self.already_present,
             skipped=self.skipped,
@@ -660,6 +668,18 @@ def history_records(records: Iterable[HealRecord]) -> Iterator[dict[str, Any]]:
         yield {"kind": "heal", **record_json(record)}
 
 
+def runs_json(url: str, runs: list[RepairRun]) -> dict[str, Any]:
+    """Returns the ``history --runs --json`` document."""
+    return {"version": JSON_FORMAT, "format": JSON_FORMAT, "command": "history --runs",
+            "url": url, "runs": [run.to_json() for run in runs]}
+
+
+def runs_records(runs: Iterable[RepairRun]) -> Iterator[dict[str, Any]]:
+    """Yields one ``run`` record per run (the ``history --runs`` JSONL/TSV rows)."""
+    for run in runs:
+        yield {"kind": "run", **run.to_json()}
+
+
 _CALL_KEYS = ("app_name", "user_id", "session_id", "call_event_id", "call_id", "tool_name",
               "invocation_id", "timestamp", "age_seconds", "status", "pending_reason", "why")
 _LEDGER_KEYS = ("run_outcome", "lease_holder")  # added later: columns only ever go at the end
@@ -675,6 +695,9 @@ HISTORY_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
                    "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
                    "trigger", "healed_at")
 """``history --format tsv`` columns."""
+RUNS_COLUMNS = ("kind", "run_id", "run_kind", "undoes", "host", "started_at", "finished_at",
+                "heals_written", "heals_removed", "heals_undone", "heals_kept")
+"""``history --runs --format tsv`` columns."""
 
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 

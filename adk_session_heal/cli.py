@@ -40,7 +40,7 @@ import logging
 import re
 import sys
 import traceback
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # the rest is imported where used: `--help` loads no ADK, ric
 
     from .bulk import RepairPlan
     from .heal_record import HealRecord
-    from .runs import RepairRun
     from .scan_report import CallEntry, RepairReport, ScanReport, SupersededEntry
     from .store.urls import StoreUrl
 
@@ -768,8 +767,6 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
     Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
     """
     from .scan_report import HISTORY_COLUMNS, history_json, history_records
-    from .store import open_store
-    from .store.ledger import open_heal_ledger
 
     if show_runs:
         if (app_name, user_id, session_id) != (None, None, None):
@@ -778,18 +775,8 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
         _history_runs(url, timeout, output)
         return
 
-    async def read() -> tuple[str, list[HealRecord]]:
-        store = await open_store(url, timeout=timeout)
-        await store.close()
-        assert store.url is not None
-        ledger = open_heal_ledger(store.url, timeout=timeout)
-        try:
-            return str(store.url), await ledger.history(
-                app_name=app_name, user_id=user_id, session_id=session_id)
-        finally:
-            await ledger.close()
-
-    shown_url, records = _run(read())
+    shown_url, records = _run(_read_ledger(url, timeout, lambda ledger: ledger.history(
+        app_name=app_name, user_id=user_id, session_id=session_id)))
     summary = f"Heals recorded in {shown_url}: {len(records)}"
     if output != "table":
         if output == "json":
@@ -812,23 +799,27 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
     console.print(summary)
 
 
-def _history_runs(url: str, timeout: float | None, output: str) -> None:
-    """``history --runs``: the runs, oldest first."""
-    from .scan_report import RUNS_COLUMNS, runs_json, runs_records
+async def _read_ledger(url: str, timeout: float | None,
+                       read: Callable[[Any], Awaitable[T]]) -> tuple[str, T]:
+    """Checks the store's URL, then reads its heal ledger (SQL or Redis): (shown URL, result)."""
     from .store import open_store
     from .store.ledger import open_heal_ledger
 
-    async def read() -> tuple[str, list[RepairRun]]:
-        store = await open_store(url, timeout=timeout)
-        await store.close()
-        assert store.url is not None
-        ledger = open_heal_ledger(store.url, timeout=timeout)
-        try:
-            return str(store.url), await ledger.runs()
-        finally:
-            await ledger.close()
+    store = await open_store(url, timeout=timeout)
+    await store.close()
+    assert store.url is not None
+    ledger = open_heal_ledger(store.url, timeout=timeout)
+    try:
+        return str(store.url), await read(ledger)
+    finally:
+        await ledger.close()
 
-    shown_url, runs = _run(read())
+
+def _history_runs(url: str, timeout: float | None, output: str) -> None:
+    """``history --runs``: the runs, oldest first."""
+    from .scan_report import RUNS_COLUMNS, runs_json, runs_records
+
+    shown_url, runs = _run(_read_ledger(url, timeout, lambda ledger: ledger.runs()))
     summary = f"Runs recorded in {shown_url}: {len(runs)}"
     if output != "table":
         if output == "json":

@@ -560,7 +560,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
                        "(or --dry-run to see what it would write)")
     if undo_run is not None:
         if no_ledger or where != SessionFilter():
-            raise click.UsageError("--undo takes back a whole run, recorded in the ledger: "
+            raise CliError("--undo takes back a whole run, recorded in the ledger: "
                                    "it goes with neither --no-ledger nor --app/--user/--session")
         _undo(url, undo_run, dry_run=dry_run, yes=yes, batch_size=batch_size, timeout=timeout,
               output=output)
@@ -770,7 +770,7 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
 
     if show_runs:
         if (app_name, user_id, session_id) != (None, None, None):
-            raise click.UsageError("--runs lists whole runs: it goes with no "
+            raise CliError("--runs lists whole runs: it goes with no "
                                    "--app/--user/--session")
         _history_runs(url, timeout, output)
         return

@@ -60,7 +60,10 @@ per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 (``written`` is ``null`` in a dry run); ``"taken_back"`` (superseded heals this
 run removed) and ``"removals"``: one entry per superseded heal, its SUPERSEDED
 object plus ``"outcome"`` (``removed``, ``absent``, ``kept``; ``null`` in a
-dry run).
+dry run); ``"run_id"``: the run's id in the ledger (``null`` when nothing was
+recorded: a dry run, ``--no-ledger``, or nothing to write), what
+``repair --undo`` takes. (``repair --undo``'s own document is
+:meth:`~adk_session_heal.undo.UndoReport.to_json`.)
 
 ``history``::
 
@@ -69,17 +72,24 @@ dry run).
                 "synthetic_event_id", "invocation_id", "call_ids", "tool_names",
                 "reason", "trigger", "healed_at"}, ...]}
 
+``history --runs``::
+
+    {"version": 1, "format": 1, "command": "history --runs", "url": "<redacted>",
+     "runs": [{"run_id", "run_kind" ("repair" or "undo"), "undoes", "host",
+               "started_at", "finished_at" (null: running or killed),
+               "heals_written", "heals_removed", "heals_undone", "heals_kept"}, ...]}
+
 Line formats (``--format jsonl`` and ``--format tsv``) carry the same
 objects, one per line, from one place (:meth:`ScanReport.records`,
 :meth:`RepairReport.records`, :func:`history_records`): each entry of the
 lists above, with ``"kind"`` naming its list in the singular (``dead_call``,
 ``in_flight_call``, ``pending_call``, ``id_less_call``, ``orphaned_response``,
-``damaged_row``, ``superseded_heal``, ``heal``, ``removal``). JSONL adds
+``damaged_row``, ``superseded_heal``, ``heal``, ``removal``, ``run``). JSONL adds
 ``"version": 1`` to every line and ends with one ``"kind": "summary"`` line:
 the document without its lists (for ``history``: ``version``, ``command``,
 ``url``, ``heals_recorded``). TSV starts
 with a header line (:data:`SCAN_COLUMNS`, :data:`REPAIR_COLUMNS`,
-:data:`HISTORY_COLUMNS`: the union of the records' keys, ``kind`` first; a key
+:data:`HISTORY_COLUMNS`, :data:`RUNS_COLUMNS`: the union of the records' keys, ``kind`` first; a key
 a record lacks is an empty field) and writes fields as :func:`tsv_field` says.
 Columns and keys are only ever added, at the end.
 """

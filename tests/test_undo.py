@@ -215,6 +215,17 @@ async def test_an_unknown_or_undo_run_id_is_one_line(tmp_path: Path) -> None:
         assert runs.exit_code == 0
         header, *lines = runs.stdout.splitlines()
         assert header.split("\t")[:3] == ["kind", "run_id", "run_kind"] and len(lines) == 2
+        *records, summary = [json.loads(line) for line in cli(
+            "history", store.url, "--runs", "--format", "jsonl").stdout.splitlines()]
+        assert [r["run_kind"] for r in records] == ["repair", "undo"]
+        assert {r["version"] for r in records} == {1} and summary["runs"] == 2
+        table = cli("history", store.url, "--runs", "--format", "table")
+        assert table.exit_code == 0 and f"undo of {run_id}" in table.stdout
+        assert "already undone" in cli("repair", store.url, "--undo", run_id, "--dry-run",
+                                       "--format", "table").stdout
+        assert_one_line_error(cli("history", store.url, "--runs", "--session", "dead"), "--runs")
+        assert_one_line_error(cli("repair", store.url, "--undo", run_id, "--no-ledger", "--yes"),
+                              "--undo")
 
 
 def test_plan_undo_skips_what_an_undo_took_out_and_needs_the_digest() -> None:
@@ -259,6 +270,28 @@ async def _redis_sessions(raw: Any, url: str) -> dict[str, str]:
     prefix = parse_store_url(url).redis_key_prefix
     keys = [k async for k in raw.scan_iter(match=f"{prefix}*")]
     return {k: await raw.get(k) for k in sorted(keys)}
+
+
+async def test_a_redis_heal_changed_after_the_run_is_kept(
+        redis_store: tuple[str, RedisSessionService, Any]) -> None:
+    """Redis: a heal edited inside its session value is kept and reported; the others go."""
+    url, service, raw = redis_store
+    for session_id, history in crashed_histories().items():
+        session = await service.create_session(app_name=APP, user_id=USER,
+                                               session_id=session_id)
+        for event in history.events:
+            await service.append_event(session, event)
+    run_id = run_json("repair", url, "--yes")["run_id"]
+    key = f"{parse_store_url(url).redis_key_prefix}{APP}:{USER}:dead"
+    value = json.loads(await raw.get(key))
+    (heal,) = [e for e in value["events"] if e["id"] == "e-0002-heal"]
+    heal["error_message"] = "edited by hand"
+    await raw.set(key, json.dumps(value))
+    result = cli("repair", url, "--undo", run_id, "--yes", "--json")
+    assert result.exit_code == 3, result.output
+    report = json.loads(result.stdout)
+    assert (report["removed"], report["kept"]) == (2, 1)
+    assert "edited by hand" in await raw.get(key)
 
 
 async def test_undo_on_redis_restores_every_value_and_survives_a_kill(

@@ -290,20 +290,23 @@ class SqlHealLedger:
         await self.check(RUNS_REVISIONS)
         heals, removals = LEDGER_TABLE.c, REMOVALS_TABLE.c
         statement = select(RUNS_TABLE)
+        only: tuple[Any, ...] = ()  # one run: count its rows only (an undo reads one)
         if run_id is not None:
             statement = statement.where(RUNS_TABLE.c.run_id == run_id)
+            only = (heals.run_id == run_id, removals.run_id == run_id,
+                    removals.detail == json.dumps([run_id]))
         async with self.engine.connect() as conn:
             found = [run_from_row(row) for row in await conn.execute(statement)]
             written = {r: int(n) for r, n in await conn.execute(
-                select(heals.run_id, func.count()).where(heals.run_id != "")
+                select(heals.run_id, func.count()).where(heals.run_id != "", *only[:1])
                 .group_by(heals.run_id))}
             removed = {r: int(n) for r, n in await conn.execute(
-                select(removals.run_id, func.count()).where(removals.run_id.is_not(None))
-                .group_by(removals.run_id))}
+                select(removals.run_id, func.count())
+                .where(removals.run_id.is_not(None), *only[1:2]).group_by(removals.run_id))}
             undone: Counter[str] = Counter()
             for detail, n in await conn.execute(
-                    select(removals.detail, func.count()).where(removals.reason == "undo")
-                    .group_by(removals.detail)):
+                    select(removals.detail, func.count())
+                    .where(removals.reason == "undo", *only[2:]).group_by(removals.detail)):
                 if (undone_id := undone_run("undo", detail)) is not None:
                     undone[undone_id] += int(n)
         return with_counts(found, written, removed, undone)

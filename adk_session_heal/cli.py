@@ -423,7 +423,7 @@ def _superseded_table(title: str, rows: Sequence[tuple[SupersededEntry, str | No
 
 
 def _print_repair_tables(console: Console, report: RepairReport, *,
-                         preview: bool = False) -> None:
+                         preview: bool = False, undo_hint: str | None = None) -> None:
     _print_scan_tables(console, report.scan)
     if report.heals:
         table = _table("Synthetic responses", ("session (app/user/id)", "call event",
@@ -451,6 +451,8 @@ def _print_repair_tables(console: Console, report: RepairReport, *,
                           f"{heal.record.app_name}/{heal.record.user_id}/"
                           f"{heal.record.session_id}:")
             console.print_json(data=heal.event_data)
+    if undo_hint is not None:
+        console.print(undo_hint)
     console.print(report.summary_line())
 
 
@@ -589,7 +591,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
             report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
                                      on_heal=on_heal, timeout=timeout))
     if output == "table":
-        _print_repair_tables(_console(), report)
+        _print_repair_tables(_console(), report, undo_hint=(
+            None if report.run_id is None else f"Run {report.run_id}: `adk-session-heal "
+            f"repair{_url_in_hint(url)} --undo {report.run_id}` takes it back."))
     else:
         if output == "json":
             _print_json(report.to_json())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -203,7 +204,11 @@ async def test_an_unknown_or_undo_run_id_is_one_line(tmp_path: Path) -> None:
     async for store in make_store("db_sqlite", tmp_path):
         await fill(store, crashed_histories())
         assert cli("db", "upgrade", store.url).exit_code == 0
-        run_id = run_json("repair", store.url, "--yes")["run_id"]
+        shown = cli("repair", store.url, "--yes", "--format", "table").stdout
+        found = re.search(r"Run ([0-9a-f]{32}):", shown)
+        assert found is not None, shown
+        run_id = found[1]
+        assert f"--undo {run_id}` takes it back" in shown
         before = await snapshot(store)
         assert_one_line_error(cli("repair", store.url, "--undo", "f" * 32, "--yes"),
                               "history", "--runs")

@@ -20,7 +20,12 @@ the two in one. That gives:
   between plan and write is skipped and reported, never healed from a stale
   view;
 * **no revision bump**: ``sessions`` is never written, so a runner in the
-  middle of a turn never fails with ``StaleSessionError``.
+  middle of a turn never fails with ``StaleSessionError``;
+* **a run id**: each plan has one (:func:`~adk_session_heal.runs.new_run_id`);
+  a run that writes anything is recorded in the ledger's runs table as it
+  starts and ends (one with nothing to write records nothing), and each heal
+  and removal row it writes carries its id, so ``repair --undo``
+  (:mod:`~adk_session_heal.undo`) can take the run back.
 
 :func:`scan_service` is the fallback for session services without SQL
 storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
@@ -34,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from google.adk.sessions import BaseSessionService
@@ -47,13 +52,14 @@ from .healing import Heal, SessionHeals, plan_session
 from .late_results import late_results
 from .observe import report_heal, report_removal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
+from .runs import RepairRun, RunKind, new_run_id, this_host
 from .scan_report import HealEntry, RepairReport, ScanReport, SupersededEntry
 from .session_key import SessionKey
 from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
 from .store.base import Removal, RemovalReason, RemoveOutcome, StoredSession
 from .store.engines import TimeoutArg
-from .store.ledger import missing_ledger_message
-from .store.ledger_table import HEAL_LEDGER_REVISIONS, REMOVALS_REVISIONS, TOOL_RUNS_REVISIONS
+from .store.ledger import missing_ledger_message, open_heal_ledger
+from .store.ledger_table import REMOVALS_REVISIONS, RUNS_REVISIONS, TOOL_RUNS_REVISIONS
 from .store.redis_tool_runs import RedisToolRunLedger
 from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
@@ -119,12 +125,14 @@ class RepairPlan:
         scan: What the scan found.
         sessions: The heals, by session, in scan order.
         planned_at: The clock the plan was made with (the heals' ``healed_at``).
+        run_id: The run applying it: its heals' records carry it.
     """
 
     url: StoreUrl
     scan: ScanReport
     sessions: tuple[SessionHeals, ...]
     planned_at: float
+    run_id: str = field(default_factory=new_run_id)
 
     @property
     def heals(self) -> tuple[Heal, ...]:
@@ -148,6 +156,7 @@ async def _plan(
     progress: ScanProgress | None,
     tool_runs: ToolRunReader | None = None,
     prefilter: PrefilterMode = "auto",
+    run_id: str | None = None,
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session.
 
@@ -177,6 +186,7 @@ async def _plan(
                     heals = plan_session(
                         stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
                         healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
+                        run_id=run_id,
                     )
                 report.add(key, rows, findings)
                 if any(d.involves_heal for d in findings.duplicate_responses):
@@ -325,8 +335,9 @@ def _batches(
 
 
 async def _check_ledger(store: SessionStore) -> None:
+    """Raises unless the ledger records runs (revision ``0004``): a repair is a run."""
     revision = await store.ledger_revision()
-    if revision not in HEAL_LEDGER_REVISIONS:
+    if revision not in RUNS_REVISIONS:
         raise LedgerError(missing_ledger_message(store, revision))
 
 
@@ -349,7 +360,12 @@ async def _apply(
     # walking them on every collection the writes trigger (measured on PostgreSQL:
     # 1,480 -> 1,624 heals/s, against 1,647 for the repair that held no plan).
     gc.freeze()
+    # A run with nothing to write records nothing: a second repair writes no row at all.
+    runs = (open_heal_ledger(plan.url)
+            if ledger and (superseded or any(s.heals for s in plan.sessions)) else None)
     try:
+        if runs is not None:
+            await runs.start_run(RepairRun(plan.run_id, RunKind.REPAIR, this_host(), time.time()))
         for batch in _batches(plan.sessions, max(1, batch_size)):
             for result in await store.write(batch, ledger=ledger):
                 entries.append(HealEntry.of(result))
@@ -358,11 +374,16 @@ async def _apply(
                     written_by_reason[result.heal.record.reason] += 1
                     report_heal(result.heal.record, on_heal, level=logging.DEBUG)
         removals = await _take_back(store, superseded, ledger=ledger, now=plan.planned_at,
-                                    batch_size=max(1, batch_size))
+                                    batch_size=max(1, batch_size), run_id=plan.run_id)
+        if runs is not None:
+            await runs.finish_run(plan.run_id, time.time())
     finally:
         gc.unfreeze()
+        if runs is not None:
+            await runs.close()
         report_repair_run(str(plan.url), written_by_reason, outcomes)
-    return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger, removals=removals)
+    return RepairReport(plan.scan, entries, dry_run=False, ledger=ledger, removals=removals,
+                        run_id=plan.run_id if runs is not None else None)
 
 
 async def _take_back(
@@ -372,13 +393,15 @@ async def _take_back(
     ledger: bool,
     now: float,
     batch_size: int,
+    run_id: str,
 ) -> list[tuple[SupersededEntry, RemoveOutcome | None]]:
     """Takes the superseded heals back out through the store's remover, in batches."""
     done: list[tuple[SupersededEntry, RemoveOutcome | None]] = []
     for start in range(0, len(superseded), batch_size):
         entries = superseded[start:start + batch_size]
         removals = [Removal(e.key, e.synthetic_event_id, e.call_event_id, e.call_ids,
-                            RemovalReason.LATE_RESULT, now, "repair", e.response_event_ids)
+                            RemovalReason.LATE_RESULT, now, "repair", e.response_event_ids,
+                            run_id=run_id)
                     for e in entries]
         results = await store.remove(removals, ledger=ledger)
         for entry, removal, outcome in zip(entries, removals, results, strict=True):
@@ -478,18 +501,19 @@ async def plan_repair(
     """
     policy = policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN)
     clock = time.time() if now is None else now
+    run_id = new_run_id()
     store = await open_store(url, timeout=timeout)
     try:
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-                progress=progress, tool_runs=tool_runs, prefilter=prefilter,
+                progress=progress, tool_runs=tool_runs, prefilter=prefilter, run_id=run_id,
             )
     finally:
         await store.close()
     assert store.url is not None
-    return RepairPlan(store.url, report, tuple(sessions), clock)
+    return RepairPlan(store.url, report, tuple(sessions), clock, run_id)
 
 
 async def check_repairable(
@@ -533,8 +557,9 @@ async def apply_plan(
 
     Args:
         plan: From :func:`plan_repair`.
-        ledger: Record each heal in the ledger, in the same transaction. The
-            ledger must be installed (``db upgrade``) unless this is ``False``.
+        ledger: Record the run and each heal in the ledger (each heal in its
+            own transaction). The ledger must be at revision ``0004``
+            (``db upgrade``) unless this is ``False``.
         batch_size: Synthetic events per transaction (whole sessions).
         on_heal: Called once per heal written, with its record.
         timeout: How long to wait for a database server: seconds, or a
@@ -607,14 +632,15 @@ async def repair(
     try:
         if ledger and not dry_run:
             await _check_ledger(store)
+        run_id = new_run_id()
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
-                progress=progress, tool_runs=tool_runs, prefilter=prefilter,
+                progress=progress, tool_runs=tool_runs, prefilter=prefilter, run_id=run_id,
             )
         assert store.url is not None
-        plan = RepairPlan(store.url, report, tuple(sessions), clock)
+        plan = RepairPlan(store.url, report, tuple(sessions), clock, run_id)
         if dry_run:
             return RepairReport.dry(plan.scan, plan.heals)
         return await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)

@@ -40,7 +40,7 @@ import logging
 import re
 import sys
 import traceback
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -453,7 +453,7 @@ def _superseded_table(title: str, rows: Sequence[tuple[SupersededEntry, str | No
 
 
 def _print_repair_tables(console: Console, report: RepairReport, *,
-                         preview: bool = False) -> None:
+                         preview: bool = False, undo_hint: str | None = None) -> None:
     _print_scan_tables(console, report.scan)
     if report.heals:
         table = _table("Synthetic responses", ("session (app/user/id)", "call event",
@@ -481,6 +481,8 @@ def _print_repair_tables(console: Console, report: RepairReport, *,
                           f"{heal.record.app_name}/{heal.record.user_id}/"
                           f"{heal.record.session_id}:")
             console.print_json(data=heal.event_data)
+    if undo_hint is not None:
+        console.print(undo_hint)
     console.print(report.summary_line())
 
 
@@ -560,21 +562,28 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @click.option("--no-ledger", is_flag=True, help="Do not record heals in the heal ledger.")
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1),
               help="Synthetic events per transaction.")
+@click.option("--undo", "undo_run", metavar="RUN_ID",
+              help="Take back the heals repair run RUN_ID wrote (history --runs lists runs).")
 @_timeout
 @_output_format
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
                    shard: Shard | None, prefilter: PrefilterMode, older_than: float,
                    clock_skew: float, dry_run: bool, yes: bool, no_ledger: bool,
-                   batch_size: int, timeout: float | None, output: str) -> None:
+                   batch_size: int, undo_run: str | None, timeout: float | None,
+                   output: str) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
     twice. Only inserts rows; never updates sessions.update_time. Without
     --yes it shows its plan and asks on the terminal (both on stderr).
 
+    Each run gets a run id, printed in --json and listed by history --runs;
+    --undo RUN_ID takes back exactly the heals that run wrote (rows changed since
+    are kept and reported), so a later repair may heal those calls again.
+
     Exit 0: done (or nothing to do); 2: bad input or environment (one line on
     stderr); 3: done, but something was skipped: sessions with damaged rows, or
-    sessions that changed or were deleted since the scan.
+    sessions that changed or were deleted since the scan (--undo: rows kept).
 
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
@@ -586,6 +595,13 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     if not dry_run and not yes and not sys.stdin.isatty():
         raise CliError("repair writes to the database: pass --yes to confirm "
                        "(or --dry-run to see what it would write)")
+    if undo_run is not None:
+        if no_ledger or where != SessionFilter():
+            raise CliError("--undo takes back a whole run, recorded in the ledger: it goes "
+                           "with neither --no-ledger nor --app/--user/--session/--shard")
+        _undo(url, undo_run, dry_run=dry_run, yes=yes, batch_size=batch_size, timeout=timeout,
+              output=output)
+        return
     if not dry_run:
         _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
     with _progress(output) as progress:
@@ -611,7 +627,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
             report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
                                      on_heal=on_heal, timeout=timeout))
     if output == "table":
-        _print_repair_tables(_console(), report)
+        _print_repair_tables(_console(), report, undo_hint=(
+            None if report.run_id is None else f"Run {report.run_id}: `adk-session-heal "
+            f"repair{_url_in_hint(url)} --undo {report.run_id}` takes it back."))
     else:
         if output == "json":
             _print_json(report.to_json())
@@ -620,6 +638,37 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         _note(output, report.scan.summary_line())
         _note(output, report.summary_line())
     sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows else 0)
+
+
+def _undo(url: str, run_id: str, *, dry_run: bool, yes: bool, batch_size: int,
+          timeout: float | None, output: str) -> None:
+    """``repair --undo``: shows the plan, asks (on a terminal, without --yes), undoes, prints."""
+    from .store.base import RemoveOutcome
+    from .undo import UNDO_COLUMNS, undo
+    if not dry_run and not yes:
+        preview = _run(undo(url, run_id, dry_run=True, timeout=timeout))
+        click.echo(preview.summary_line(), err=True)
+        if preview.removals:
+            click.confirm(f"Take these {len(preview.removals)} heals of run {run_id} out of "
+                          f"{preview.url}?", abort=True, err=True)
+    report = _run(undo(url, run_id, dry_run=dry_run, batch_size=batch_size, timeout=timeout))
+    if output == "table":
+        table = _table(f"Heals of run {run_id}", ("session (app/user/id)", "call event",
+                                                   "synthetic event", "calls", "result"))
+        for record in report.records():
+            table.add_row(f"{record['app_name']}/{record['user_id']}/{record['session_id']}",
+                          record["call_event_id"], record["synthetic_event_id"],
+                          ", ".join(record["call_ids"]), record["outcome"] or "would take out")
+        console = _console()
+        console.print(table)
+        console.print(report.summary_line())
+    else:
+        if output == "json":
+            _print_json(report.to_json())
+        else:
+            _print_lines(output, report.records(), report.summary_json(), UNDO_COLUMNS)
+        _note(output, report.summary_line())
+    sys.exit(EXIT_SKIPPED if report.count(RemoveOutcome.KEPT) else 0)
 
 
 class _ReviewGroup(click.Group):
@@ -744,30 +793,30 @@ def review_resolve_command(call_id: str, url: str, app_name: str | None, user_id
 @main.command("history")
 @_url_argument
 @_filters
+@click.option("--runs", "show_runs", is_flag=True,
+              help="List the repair and undo runs (id, host, times, counts) instead of heals.")
 @_timeout
 @_output_format
 def history_command(url: str, app_name: str | None, user_id: str | None,
-                    session_id: str | None, timeout: float | None, output: str) -> None:
+                    session_id: str | None, show_runs: bool, timeout: float | None,
+                    output: str) -> None:
     """Show what was healed, when and why (from the heal ledger).
+
+    --runs lists the repair runs instead (what `repair --undo RUN_ID` takes).
 
     Example: adk-session-heal history postgresql+asyncpg://app@db/sessions --json
     """
-    from .ledger import SqlHealLedger
     from .scan_report import HISTORY_COLUMNS, history_json, history_records
-    from .store import open_store
 
-    async def read() -> tuple[str, list[HealRecord]]:
-        store = await open_store(url, timeout=timeout)
-        await store.close()
-        assert store.url is not None
-        ledger = SqlHealLedger.from_url(store.url, timeout=timeout)
-        try:
-            return str(store.url), await ledger.history(
-                app_name=app_name, user_id=user_id, session_id=session_id)
-        finally:
-            await ledger.close()
+    if show_runs:
+        if (app_name, user_id, session_id) != (None, None, None):
+            raise CliError("--runs lists whole runs: it goes with no "
+                                   "--app/--user/--session")
+        _history_runs(url, timeout, output)
+        return
 
-    shown_url, records = _run(read())
+    shown_url, records = _run(_read_ledger(url, timeout, lambda ledger: ledger.history(
+        app_name=app_name, user_id=user_id, session_id=session_id)))
     summary = f"Heals recorded in {shown_url}: {len(records)}"
     if output != "table":
         if output == "json":
@@ -785,6 +834,55 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
         when = datetime.fromtimestamp(r.healed_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(when, f"{r.app_name}/{r.user_id}/{r.session_id}", r.synthetic_event_id,
                       ", ".join(r.tool_names), r.reason, r.trigger.value)
+    console = _console()
+    console.print(table)
+    console.print(summary)
+
+
+async def _read_ledger(url: str, timeout: float | None,
+                       read: Callable[[Any], Awaitable[T]]) -> tuple[str, T]:
+    """Checks the store's URL, then reads its heal ledger (SQL or Redis): (shown URL, result)."""
+    from .store import open_store
+    from .store.ledger import open_heal_ledger
+
+    store = await open_store(url, timeout=timeout)
+    await store.close()
+    assert store.url is not None
+    ledger = open_heal_ledger(store.url, timeout=timeout)
+    try:
+        return str(store.url), await read(ledger)
+    finally:
+        await ledger.close()
+
+
+def _history_runs(url: str, timeout: float | None, output: str) -> None:
+    """``history --runs``: the runs, oldest first."""
+    from .scan_report import RUNS_COLUMNS, runs_json, runs_records
+
+    shown_url, runs = _run(_read_ledger(url, timeout, lambda ledger: ledger.runs()))
+    summary = f"Runs recorded in {shown_url}: {len(runs)}"
+    if output != "table":
+        if output == "json":
+            _print_json(runs_json(shown_url, runs))
+        else:
+            _print_lines(output, runs_records(runs),
+                         {"command": "history --runs", "url": shown_url, "runs": len(runs)},
+                         RUNS_COLUMNS)
+        _note(output, summary)
+        return
+    table = _table(f"Runs recorded in {shown_url}", (
+        "run id", "kind", "started (UTC)", "finished (UTC)", "host", "written", "removed",
+        "undone", "kept"))
+
+    def when(at: float | None) -> str:
+        return ("unfinished" if at is None
+                else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S"))
+
+    for run in runs:
+        kind = run.kind.value if run.undoes is None else f"undo of {run.undoes}"
+        table.add_row(run.run_id, kind, when(run.started_at), when(run.finished_at), run.host,
+                      str(run.written), str(run.removed), str(run.undone),
+                      "" if run.kept is None else str(run.kept))
     console = _console()
     console.print(table)
     console.print(summary)

@@ -51,6 +51,8 @@ class HealRecord:
         recovered: Per call, whether the heal wrote the tool's real result
             kept by the tool-run ledger; empty when not known, read as
             ``False``. Not kept by the ledgers, so not compared.
+        run_id: The ``repair`` run that wrote it (``None``: the wrapper, or a
+            ledger before revision ``0004``). Not compared.
     """
 
     app_name: str
@@ -67,6 +69,7 @@ class HealRecord:
     effects: tuple[str, ...] = ()
     outcomes: tuple[str, ...] = ()
     recovered: tuple[bool, ...] = field(default=(), compare=False)
+    run_id: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> SessionKey:

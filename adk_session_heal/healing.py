@@ -26,7 +26,9 @@ The module is pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -53,6 +55,7 @@ __all__ = [
     "build_heal_event",
     "build_heals",
     "build_marker",
+    "event_digest",
     "heal_event_data",
     "heal_event_id",
     "plan_heals",
@@ -70,6 +73,21 @@ MARKER_VERSION = 1
 Keys are only ever added within a version (``effects``, ``outcomes`` and
 ``recovered`` were), so a reader ignores the keys it does not know.
 """
+
+
+def event_digest(data: Mapping[str, Any]) -> str:
+    """Returns the SHA-256 (hex) of a stored event's JSON object, whatever its key order.
+
+    The object is dumped with sorted keys and no spaces, so a row reads back
+    to the same digest from a PostgreSQL ``JSONB`` column (which reorders
+    keys), a JSON text column or a Redis value; any other change (a value, a
+    key added or dropped) changes it.
+
+    Args:
+        data: The event's JSON object, as stored.
+    """
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def build_marker(
@@ -185,6 +203,8 @@ class Heal:
         policy: Supplies the payloads.
         resolved_by: For an operator's resolution (see
             :mod:`~adk_session_heal.review`): who; kept in the marker.
+        run_id: The ``repair`` run writing it (``None``: the wrapper); kept
+            in its ledger row, not in the event.
     """
 
     plan: HealPlan
@@ -193,6 +213,7 @@ class Heal:
     healed_at: float
     policy: HealPolicy = field(repr=False, compare=False)
     resolved_by: str | None = None
+    run_id: str | None = None
 
     @property
     def event_id(self) -> str:
@@ -235,6 +256,7 @@ class Heal:
             effects=tuple(self.policy.effect_of(name).value for name in plan.tool_names),
             outcomes=tuple(CallOutcome(call.outcome).value for call in plan.calls),
             recovered=tuple(call.recovered is not None for call in plan.calls),
+            run_id=self.run_id,
         )
 
 
@@ -263,6 +285,7 @@ def build_heals(
     *,
     trigger: HealTrigger,
     healed_at: float,
+    run_id: str | None = None,
 ) -> tuple[Heal, ...]:
     """Returns one :class:`Heal` per planned heal, in the same order.
 
@@ -272,8 +295,9 @@ def build_heals(
         policy: Supplies the payloads.
         trigger: Which path heals.
         healed_at: When (POSIX seconds), for the marker and the record.
+        run_id: The ``repair`` run (``None``: the wrapper).
     """
-    return tuple(Heal(plan, key, trigger, healed_at, policy) for plan in plans)
+    return tuple(Heal(plan, key, trigger, healed_at, policy, run_id=run_id) for plan in plans)
 
 
 def plan_session(
@@ -287,6 +311,7 @@ def plan_session(
     seen_events: int | None,
     before: int | None = None,
     access: EventAccess[E] = ADK_EVENTS,  # type: ignore[assignment]
+    run_id: str | None = None,
 ) -> SessionHeals | None:
     """Plans and builds every heal of one session: what its writer applies.
 
@@ -304,6 +329,7 @@ def plan_session(
         before: Heal only calls in events before this index (the wrapper's
             own view ends there; later events are not stored yet).
         access: How to read ``events``.
+        run_id: The ``repair`` run planning (``None``: the wrapper).
 
     Returns:
         The session's heals, or ``None`` when there is nothing to heal.
@@ -314,7 +340,7 @@ def plan_session(
         plans = tuple(plan for plan in plans if plan.call_event_index < before)
     if not plans:
         return None
-    heals = build_heals(plans, key, policy, trigger=trigger, healed_at=healed_at)
+    heals = build_heals(plans, key, policy, trigger=trigger, healed_at=healed_at, run_id=run_id)
     return SessionHeals(key, seen_events, heals)
 
 

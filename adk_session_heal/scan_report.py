@@ -60,7 +60,10 @@ per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 (``written`` is ``null`` in a dry run); ``"taken_back"`` (superseded heals this
 run removed) and ``"removals"``: one entry per superseded heal, its SUPERSEDED
 object plus ``"outcome"`` (``removed``, ``absent``, ``kept``; ``null`` in a
-dry run).
+dry run); ``"run_id"``: the run's id in the ledger (``null`` when nothing was
+recorded: a dry run, ``--no-ledger``, or nothing to write), what
+``repair --undo`` takes. (``repair --undo``'s own document is
+:meth:`~adk_session_heal.undo.UndoReport.to_json`.)
 
 ``history``::
 
@@ -69,17 +72,24 @@ dry run).
                 "synthetic_event_id", "invocation_id", "call_ids", "tool_names",
                 "reason", "trigger", "healed_at"}, ...]}
 
+``history --runs``::
+
+    {"version": 1, "format": 1, "command": "history --runs", "url": "<redacted>",
+     "runs": [{"run_id", "run_kind" ("repair" or "undo"), "undoes", "host",
+               "started_at", "finished_at" (null: running or killed),
+               "heals_written", "heals_removed", "heals_undone", "heals_kept"}, ...]}
+
 Line formats (``--format jsonl`` and ``--format tsv``) carry the same
 objects, one per line, from one place (:meth:`ScanReport.records`,
 :meth:`RepairReport.records`, :func:`history_records`): each entry of the
 lists above, with ``"kind"`` naming its list in the singular (``dead_call``,
 ``in_flight_call``, ``pending_call``, ``id_less_call``, ``orphaned_response``,
-``damaged_row``, ``superseded_heal``, ``heal``, ``removal``). JSONL adds
+``damaged_row``, ``superseded_heal``, ``heal``, ``removal``, ``run``). JSONL adds
 ``"version": 1`` to every line and ends with one ``"kind": "summary"`` line:
 the document without its lists (for ``history``: ``version``, ``command``,
 ``url``, ``heals_recorded``). TSV starts
 with a header line (:data:`SCAN_COLUMNS`, :data:`REPAIR_COLUMNS`,
-:data:`HISTORY_COLUMNS`: the union of the records' keys, ``kind`` first; a key
+:data:`HISTORY_COLUMNS`, :data:`RUNS_COLUMNS`: the union of the records' keys, ``kind`` first; a key
 a record lacks is an empty field) and writes fields as :func:`tsv_field` says.
 Columns and keys are only ever added, at the end.
 """
@@ -99,6 +109,7 @@ from .heal_record import HealRecord
 from .healing import Heal
 from .json_version import JSON_FORMAT
 from .late_results import LateResult
+from .runs import RepairRun
 from .session_key import SessionKey
 from .store.base import DamagedRow, RemoveOutcome, WriteOutcome, WriteResult
 
@@ -106,6 +117,7 @@ __all__ = [
     "HISTORY_COLUMNS",
     "JSON_FORMAT",
     "REPAIR_COLUMNS",
+    "RUNS_COLUMNS",
     "SCAN_COLUMNS",
     "CallEntry",
     "DamagedEntry",
@@ -119,6 +131,8 @@ __all__ = [
     "history_json",
     "history_records",
     "record_json",
+    "runs_json",
+    "runs_records",
     "tsv_field",
     "tsv_lines",
 ]
@@ -532,6 +546,8 @@ class RepairReport:
         ledger: The heals written were recorded in the ledger.
         removals: Each superseded heal of the scan and what the remover did
             with it (``None`` in a dry run).
+        run_id: The run's id in the ledger (``None``: not recorded), what
+            ``repair --undo`` takes.
     """
 
     scan: ScanReport
@@ -539,6 +555,7 @@ class RepairReport:
     dry_run: bool
     ledger: bool
     removals: list[tuple[SupersededEntry, RemoveOutcome | None]] = field(default_factory=list)
+    run_id: str | None = None
 
     @property
     def taken_back(self) -> int:
@@ -612,6 +629,7 @@ class RepairReport:
             command="repair",
             dry_run=self.dry_run,
             ledger=self.ledger,
+            run_id=self.run_id,
             healed=self.healed,
             already_present=self.already_present,
             skipped=self.skipped,
@@ -660,6 +678,18 @@ def history_records(records: Iterable[HealRecord]) -> Iterator[dict[str, Any]]:
         yield {"kind": "heal", **record_json(record)}
 
 
+def runs_json(url: str, runs: list[RepairRun]) -> dict[str, Any]:
+    """Returns the ``history --runs --json`` document."""
+    return {"version": JSON_FORMAT, "format": JSON_FORMAT, "command": "history --runs",
+            "url": url, "runs": [run.to_json() for run in runs]}
+
+
+def runs_records(runs: Iterable[RepairRun]) -> Iterator[dict[str, Any]]:
+    """Yields one ``run`` record per run (the ``history --runs`` JSONL/TSV rows)."""
+    for run in runs:
+        yield {"kind": "run", **run.to_json()}
+
+
 _CALL_KEYS = ("app_name", "user_id", "session_id", "call_event_id", "call_id", "tool_name",
               "invocation_id", "timestamp", "age_seconds", "status", "pending_reason", "why")
 _LEDGER_KEYS = ("run_outcome", "lease_holder")  # added later: columns only ever go at the end
@@ -675,6 +705,9 @@ HISTORY_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
                    "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
                    "trigger", "healed_at")
 """``history --format tsv`` columns."""
+RUNS_COLUMNS = ("kind", "run_id", "run_kind", "undoes", "host", "started_at", "finished_at",
+                "heals_written", "heals_removed", "heals_undone", "heals_kept")
+"""``history --runs --format tsv`` columns."""
 
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 

@@ -45,7 +45,7 @@ from .ledger_table import (
     LEDGER_TABLE_NAME,
     LEDGER_VERSION_TABLE,
     REMOVALS_TABLE,
-    ledger_row,
+    heal_ledger_row,
     removal_row,
 )
 from .prefilter import Columns, candidates_query
@@ -80,13 +80,6 @@ _READ = Columns(("app_name", "user_id", "session_id", "id", "event_data"), tie="
 _SQLITE_INSERT = (
     f"INSERT OR IGNORE INTO events ({', '.join(SQLITE_EVENT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in SQLITE_EVENT_COLUMNS)})"
-)
-
-
-_LEDGER_COLUMNS = tuple(c.name for c in LEDGER_TABLE.columns if c.name != "id")
-_SQLITE_LEDGER_INSERT = (
-    f"INSERT OR IGNORE INTO {LEDGER_TABLE.name} ({', '.join(_LEDGER_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _LEDGER_COLUMNS)})"
 )
 
 
@@ -157,13 +150,18 @@ async def insert_sqlite_ledger_rows(
         rows: Rows from :func:`~adk_session_heal.store.ledger_table.ledger_row`.
     """
     if rows:
-        await db.executemany(_SQLITE_LEDGER_INSERT, rows)
+        await db.executemany(_insert_sql(LEDGER_TABLE.name, rows, "INSERT OR IGNORE"), rows)
 
-_REMOVALS_COLUMNS = tuple(c.name for c in REMOVALS_TABLE.columns if c.name != "id")
-_SQLITE_REMOVALS_INSERT = (
-    f"INSERT INTO {REMOVALS_TABLE.name} ({', '.join(_REMOVALS_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _REMOVALS_COLUMNS)})"
-)
+def _insert_sql(table: str, rows: Sequence[dict[str, Any]], verb: str = "INSERT") -> str:
+    """The insert of ``rows`` (all with the same keys): only the columns they hold.
+
+    A ledger not yet at revision ``0004`` lacks its columns, and a row outside
+    a run leaves them out.
+    """
+    columns = tuple(rows[0])
+    return (f"{verb} INTO {table} ({', '.join(columns)}) "
+            f"VALUES ({', '.join(':' + c for c in columns)})")
+
 
 Connect = Callable[[bool], AbstractAsyncContextManager[aiosqlite.Connection]]
 """Opens a connection: ``connect(writable)``."""
@@ -283,7 +281,7 @@ class AdkSqliteStore(SessionStore):
                     db, [sqlite_heal_row(key, heal) for key, heal in heals])
                 if ledger:
                     await insert_sqlite_ledger_rows(db, [
-                        ledger_row(heal.record)
+                        heal_ledger_row(heal)
                         for (_, heal), ok in zip(heals, written, strict=True) if ok])
                 await db.commit()
                 stored: dict[str, Event] = {}
@@ -305,7 +303,7 @@ class AdkSqliteStore(SessionStore):
                 results = [await _remove_one(db, removal) for removal in batch]
                 rows = [removal_row(removal) for removal in removed(batch, results)]
                 if ledger and rows:
-                    await db.executemany(_SQLITE_REMOVALS_INSERT, rows)
+                    await db.executemany(_insert_sql(REMOVALS_TABLE.name, rows), rows)
                 await db.commit()
         except sqlite3.Error as exc:
             raise self._error(exc, "write to") from exc
@@ -327,7 +325,7 @@ async def _remove_one(db: aiosqlite.Connection, removal: Removal) -> RemoveOutco
         data = json.loads(row[0])
     except (TypeError, ValueError):
         return RemoveOutcome.KEPT
-    if not isinstance(data, dict) or not removable(STORED_JSON.heal_marker(data), removal):
+    if not isinstance(data, dict) or not removable(STORED_JSON.heal_marker(data), removal, data):
         return RemoveOutcome.KEPT
     async with db.execute(
         "DELETE FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?", where

@@ -16,10 +16,11 @@ write through the same one:
   session that moved since it was planned. Inserts keep a row that already
   holds a heal's key; nothing is updated;
 * :meth:`SessionStore.remove` takes heal rows of ours back out (the one
-  deletion there is: a late result superseded the heal), each removal's
-  ledger row in the same transaction. A row is taken out only while it still
-  is the heal of the call event named (:func:`removable`); anything else is
-  kept.
+  deletion there is: a late result or an operator superseded the heal, or
+  ``repair --undo`` takes back a run), each removal's ledger row in the same
+  transaction. A row is taken out only while it still is the heal of the call
+  event named and, for an undo, still exactly the row the run stored
+  (:func:`removable`); anything else is kept.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService
 
 from ..errors import UnsupportedStoreError
-from ..healing import Heal, SessionHeals
+from ..healing import Heal, SessionHeals, event_digest
 from ..session_key import SessionKey
 from ..shards import Shard
 from .urls import StoreUrl
@@ -183,6 +184,8 @@ class RemovalReason(str, enum.Enum):
     """The call's real response was stored after all (see :mod:`~adk_session_heal.late_results`)."""
     RESOLVED = "resolved"
     """An operator wrote the call's true outcome (see :mod:`~adk_session_heal.review`)."""
+    UNDO = "undo"
+    """``repair --undo`` takes back a whole run (see :mod:`~adk_session_heal.undo`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +202,12 @@ class Removal:
         removed_at: When (POSIX seconds).
         removed_by: Who: ``"wrapper"``, ``"repair"``, or an operator's name.
         detail: What superseded it (for a late result: the real responses'
-            event ids).
+            event ids; for an undo: the undone run's id).
+        digest: The :func:`~adk_session_heal.healing.event_digest` the row
+            must still have (an undo's: the digest its run recorded);
+            ``None``: the marker check alone.
+        run_id: The run taking it out (``None``: no ``repair`` run), kept
+            in the removal's ledger row.
     """
 
     key: SessionKey
@@ -210,6 +218,8 @@ class Removal:
     removed_at: float
     removed_by: str
     detail: tuple[str, ...] = ()
+    digest: str | None = None
+    run_id: str | None = None
 
 
 class RemoveOutcome(str, enum.Enum):
@@ -223,17 +233,26 @@ class RemoveOutcome(str, enum.Enum):
     """The row is not that call event's heal of ours: left as it is."""
 
 
-def removable(marker: Mapping[str, Any] | None, removal: Removal) -> bool:
+def removable(
+    marker: Mapping[str, Any] | None,
+    removal: Removal,
+    stored: Mapping[str, Any] | None = None,
+) -> bool:
     """Whether a stored row with this heal marker may be taken out for ``removal``.
 
     Args:
         marker: The row's ``custom_metadata["adk_session_heal"]`` (``None``: none).
         removal: The planned removal.
+        stored: The row's whole JSON object as stored, compared with
+            :attr:`Removal.digest` when the removal has one (without it such
+            a removal never applies).
     """
     return (
         marker is not None
         and marker.get("synthetic") is True
         and marker.get("call_event_id") == removal.call_event_id
+        and (removal.digest is None
+             or (stored is not None and event_digest(stored) == removal.digest))
     )
 
 

@@ -28,21 +28,30 @@ A heal taken back out of storage (a late result superseded it) gets a row in
 a second table, ``adk_session_heal_removals`` (revision ``0003``): session,
 heal and call event ids, calls, reason, who, when, and what superseded it.
 The heal's own row stays, so the history keeps both.
+
+Revision ``0004`` records repair runs (:mod:`adk_session_heal.runs`): a third
+table, ``adk_session_heal_runs``, and the run id on each heal and removal row
+a run wrote, which :func:`~adk_session_heal.undo.undo` reads back
+(:meth:`SqlHealLedger.run_heals`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import LedgerError
 from ..heal_record import HealRecord
+from ..runs import RepairRun, run_from_row, run_row, undone_run, with_counts
+from ..session_key import SessionKey
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import (
@@ -51,6 +60,9 @@ from .ledger_table import (
     LEDGER_TABLE,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
+    RUNS_REVISIONS,
+    RUNS_TABLE,
+    base_columns,
     insert_ledger_rows,
     ledger_row,
     read_ledger_revision,
@@ -62,8 +74,19 @@ from .urls import StoreUrl, parse_store_url
 
 if TYPE_CHECKING:
     from .base import Removal
+    from .redis_sessions import RedisHealLedger
 
-__all__ = ["SqlHealLedger", "missing_ledger_message", "read_ledger_revision"]
+__all__ = ["SqlHealLedger", "missing_ledger_message", "open_heal_ledger", "read_ledger_revision"]
+
+
+def open_heal_ledger(
+    url: StoreUrl, *, timeout: TimeoutArg = None
+) -> SqlHealLedger | RedisHealLedger:
+    """Opens the heal ledger of a store: its SQL tables, or the Redis keys beside its sessions."""
+    if url.backend == "redis":
+        from .redis_sessions import RedisHealLedger
+        return RedisHealLedger.from_url(url)
+    return SqlHealLedger.from_url(url, timeout=timeout)
 
 
 def missing_ledger_message(url: object, revision: str | None) -> str:
@@ -211,7 +234,7 @@ class SqlHealLedger:
         revision = await self.revision()
         if revision not in REMOVALS_REVISIONS:
             raise LedgerError(missing_ledger_message(self._where(), revision))
-        statement = select(REMOVALS_TABLE)
+        statement = select(*base_columns(REMOVALS_TABLE, revision))
         if session_id is not None:
             statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
         async with self.engine.connect() as conn:
@@ -229,11 +252,83 @@ class SqlHealLedger:
                 raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
             raise translate_error(exc, self._url, "read") from exc
 
-    async def check(self) -> None:
-        """Raises :class:`LedgerError` unless the ledger is installed and current."""
+    async def check(self, revisions: frozenset[str] = HEAL_LEDGER_REVISIONS) -> str:
+        """Returns the ledger's revision; raises :class:`LedgerError` unless it is in ``revisions``.
+
+        Args:
+            revisions: The revisions the caller can use (default: any with the
+                heal ledger; :data:`~.ledger_table.RUNS_REVISIONS` for runs).
+        """
         revision = await self.revision()
-        if revision not in HEAL_LEDGER_REVISIONS:
+        if revision not in revisions:
             raise LedgerError(missing_ledger_message(self._where(), revision))
+        assert revision is not None
+        return revision
+
+    async def start_run(self, run: RepairRun) -> None:
+        """Records a run as it starts (revision ``0004``), in a transaction of its own."""
+        await self._write_run(insert(RUNS_TABLE).values(run_row(run)))
+
+    async def finish_run(self, run_id: str, finished_at: float, *, kept: int | None = None) -> None:
+        """Records that a run ended (and, for an undo, the rows it kept)."""
+        await self._write_run(update(RUNS_TABLE).where(RUNS_TABLE.c.run_id == run_id)
+                              .values(finished_at=finished_at, kept=kept))
+
+    async def _write_run(self, statement: Any) -> None:
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(statement)
+        except SQLAlchemyError as exc:
+            raise await self._failure(exc, RUNS_REVISIONS, "runs") from exc
+
+    async def runs(self, *, run_id: str | None = None) -> list[RepairRun]:
+        """Returns the runs, oldest first, counted from their rows (or just ``run_id``'s).
+
+        Raises:
+            LedgerError: The ledger is below revision ``0004`` (run ``db upgrade``).
+        """
+        await self.check(RUNS_REVISIONS)
+        heals, removals = LEDGER_TABLE.c, REMOVALS_TABLE.c
+        statement = select(RUNS_TABLE)
+        only: tuple[Any, ...] = ()  # one run: count its rows only (an undo reads one)
+        if run_id is not None:
+            statement = statement.where(RUNS_TABLE.c.run_id == run_id)
+            only = (heals.run_id == run_id, removals.run_id == run_id,
+                    removals.detail == json.dumps([run_id]))
+        async with self.engine.connect() as conn:
+            found = [run_from_row(row) for row in await conn.execute(statement)]
+            written = {r: int(n) for r, n in await conn.execute(
+                select(heals.run_id, func.count()).where(heals.run_id != "", *only[:1])
+                .group_by(heals.run_id))}
+            removed = {r: int(n) for r, n in await conn.execute(
+                select(removals.run_id, func.count())
+                .where(removals.run_id.is_not(None), *only[1:2]).group_by(removals.run_id))}
+            undone: Counter[str] = Counter()
+            for detail, n in await conn.execute(
+                    select(removals.detail, func.count())
+                    .where(removals.reason == "undo", *only[2:]).group_by(removals.detail)):
+                if (undone_id := undone_run("undo", detail)) is not None:
+                    undone[undone_id] += int(n)
+        return with_counts(found, written, removed, undone)
+
+    async def run_heals(self, run_id: str) -> list[tuple[HealRecord, str | None]]:
+        """Returns each heal row a run wrote, with the digest of the row it stored."""
+        await self.check(RUNS_REVISIONS)
+        table = LEDGER_TABLE
+        async with self.engine.connect() as conn:
+            result = await conn.execute(select(table).where(table.c.run_id == run_id)
+                                        .order_by(table.c.id))
+            return [(record_from_row(row), row.event_digest) for row in result]
+
+    async def undone_heals(self, run_id: str) -> set[tuple[SessionKey, str]]:
+        """Returns the heals of a run that undo runs took out: (session, synthetic event id)."""
+        await self.check(RUNS_REVISIONS)
+        table = REMOVALS_TABLE
+        async with self.engine.connect() as conn:
+            result = await conn.execute(select(table).where(
+                table.c.reason == "undo", table.c.detail == json.dumps([run_id])))
+            return {(SessionKey(r.app_name, r.user_id, r.session_id), r.synthetic_event_id)
+                    for r in result}
 
     async def history(
         self,
@@ -248,9 +343,9 @@ class SqlHealLedger:
         Raises:
             LedgerError: The ledger is not installed or out of date.
         """
-        await self.check()
+        revision = await self.check()
         table = LEDGER_TABLE
-        statement = select(table)
+        statement = select(*base_columns(table, revision))
         for column, value in (("app_name", app_name), ("user_id", user_id),
                               ("session_id", session_id)):
             if value is not None:

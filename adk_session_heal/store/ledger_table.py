@@ -7,15 +7,26 @@ revision in a version table of their own, so a host application's Alembic
 history is untouched. This definition is what the code reads and writes; the
 migrations are frozen copies of its revisions.
 
-The uniqueness rule ``(app_name, user_id, session_id, synthetic_event_id)``
-makes recording idempotent and, since a heal's id is deterministic, also
-records at most one heal per call event and attempt.
+The uniqueness rule ``(app_name, user_id, session_id, synthetic_event_id,
+run_id)`` makes recording idempotent and, since a heal's id is deterministic,
+also records at most one heal per call event, attempt and repair run. (Before
+revision ``0004`` the rule had no ``run_id``: a heal undone by
+``repair --undo`` and written again by a later run is a second write of the
+same id, recorded under its own run.)
+
+Revision ``0004`` adds repair runs (:mod:`adk_session_heal.undo`): the
+``adk_session_heal_runs`` table (:data:`RUNS_TABLE`: one row per ``repair`` or
+``repair --undo`` run: id, kind, host, start and end), each heal row's
+``run_id`` (``""`` for the wrapper's heals, which belong to no run) and
+``event_digest`` (:func:`~adk_session_heal.healing.event_digest` of the row
+the run stored, so an undo takes out only rows still exactly as written), and
+each removal row's ``run_id``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -33,9 +44,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..heal_record import HealRecord, HealTrigger
+from ..healing import event_digest
 from .dialects import insert_new_rows
 
 if TYPE_CHECKING:
+    from ..healing import Heal
     from .base import Removal
 
 __all__ = [
@@ -46,7 +59,11 @@ __all__ = [
     "LEDGER_VERSION_TABLE",
     "REMOVALS_REVISIONS",
     "REMOVALS_TABLE",
+    "RUNS_REVISIONS",
+    "RUNS_TABLE",
     "TOOL_RUNS_REVISIONS",
+    "base_columns",
+    "heal_ledger_row",
     "insert_ledger_rows",
     "ledger_row",
     "read_ledger_revision",
@@ -62,21 +79,25 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
 """Name of the table where this package's migrations keep their revision."""
 
-LEDGER_HEAD_REVISION = "0003"
+LEDGER_HEAD_REVISION = "0004"
 """The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 
-HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003"})
-"""Revisions at which the heal ledger table is the one this code reads and writes.
+HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
+"""Revisions at which the heal ledger table is one this code reads and writes.
 
 ``0002`` added the tool-run table and ``0003`` the removals table, both
-leaving the heal ledger as ``0001`` made it, so a database not yet upgraded
-keeps recording heals."""
+leaving the heal ledger as ``0001`` made it; ``0004`` added columns the
+wrapper's rows leave at their defaults. So a database not yet upgraded keeps
+recording the wrapper's heals (``repair`` needs :data:`RUNS_REVISIONS`)."""
 
-TOOL_RUNS_REVISIONS = frozenset({"0002", "0003"})
+TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004"})
 """Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
 
-REMOVALS_REVISIONS = frozenset({"0003"})
+REMOVALS_REVISIONS = frozenset({"0003", "0004"})
 """Revisions at which the removals table (:data:`REMOVALS_TABLE`) exists."""
+
+RUNS_REVISIONS = frozenset({"0004"})
+"""Revisions at which repair runs are recorded (:data:`RUNS_TABLE`, the ``run_id`` columns)."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
@@ -96,12 +117,14 @@ LEDGER_TABLE = Table(
     Column("reason", String(32), nullable=False),
     Column("trigger", String(32), nullable=False),
     Column("healed_at", Double, nullable=False),
+    Column("run_id", String(32), nullable=False, server_default=""),
+    Column("event_digest", String(64), nullable=True),
     UniqueConstraint(
-        "app_name", "user_id", "session_id", "synthetic_event_id",
-        name="uq_adk_session_heal_ledger_heal",
+        "app_name", "user_id", "session_id", "synthetic_event_id", "run_id",
+        name="uq_adk_session_heal_ledger_run_heal",
     ),
 )
-"""The ledger table (revision ``0001``)."""
+"""The ledger table (revision ``0004``; ``run_id`` and ``event_digest`` are ``0004``'s)."""
 
 REMOVALS_TABLE = Table(
     "adk_session_heal_removals",
@@ -117,15 +140,65 @@ REMOVALS_TABLE = Table(
     Column("removed_by", String(256), nullable=False),
     Column("removed_at", Double, nullable=False),
     Column("detail", Text, nullable=False),
+    Column("run_id", String(32), nullable=True),
 )
-"""The removals table (revision ``0003``): one row per heal taken back out."""
+"""The removals table (revision ``0003``; ``run_id``, the run that took it out, is ``0004``'s).
+
+One row per heal taken back out. An undo's row (reason ``undo``) names the
+undone run in ``detail``."""
+
+RUNS_TABLE = Table(
+    "adk_session_heal_runs",
+    _metadata,
+    Column("run_id", String(32), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("undoes", String(32), nullable=True),
+    Column("host", String(256), nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+    Column("kept", Integer, nullable=True),
+)
+"""The runs table (revision ``0004``): one row per ``repair`` or ``repair --undo`` run.
+
+``finished_at`` is ``NULL`` until the run ends (a run killed midway keeps it
+so); ``kept`` counts the rows an undo left in place. What a run wrote and took
+out is counted from its heal and removal rows, which commit with the rows
+themselves."""
+
+_RUN_COLUMNS = frozenset({"run_id", "event_digest"})
+
+
+def base_columns(table: Table, revision: str | None) -> list[Column[Any]]:
+    """Returns ``table``'s columns that exist at ``revision`` (``0004``'s only from ``0004``)."""
+    if revision in RUNS_REVISIONS:
+        return list(table.columns)
+    return [c for c in table.columns if c.name not in _RUN_COLUMNS]
 
 _LEDGER_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
 
 
+def heal_ledger_row(heal: Heal, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Returns the ledger row of a heal a writer stored, with the digest of what it stored.
+
+    Args:
+        heal: The heal written.
+        stored: The JSON object the writer stored for it, when that is not
+            :attr:`~adk_session_heal.healing.Heal.data` (Redis stores the
+            ``Event``'s full dump). Only digested for a run's heal.
+    """
+    row = ledger_row(heal.record)
+    if heal.record.run_id is not None:
+        row["event_digest"] = event_digest(heal.data if stored is None else stored)
+    return row
+
+
 def ledger_row(record: HealRecord) -> dict[str, Any]:
-    """Returns the ledger row of one heal (without the surrogate ``id``)."""
-    return {
+    """Returns the ledger row of one heal (without the surrogate ``id``).
+
+    ``run_id`` is there only for a run's heal, so the wrapper's rows fit any
+    revision's table.
+    """
+    row = {
         "app_name": record.app_name,
         "user_id": record.user_id,
         "session_id": record.session_id,
@@ -138,11 +211,17 @@ def ledger_row(record: HealRecord) -> dict[str, Any]:
         "trigger": record.trigger.value,
         "healed_at": record.healed_at,
     }
+    if record.run_id is not None:
+        row["run_id"] = record.run_id
+    return row
 
 
 def removal_row(removal: Removal) -> dict[str, Any]:
-    """Returns the removals-table row recording one heal taken out (without ``id``)."""
-    return {
+    """Returns the removals-table row recording one heal taken out (without ``id``).
+
+    ``run_id`` is there only for a run's removal, so other rows fit revision ``0003``.
+    """
+    row = {
         "app_name": removal.key.app_name,
         "user_id": removal.key.user_id,
         "session_id": removal.key.session_id,
@@ -154,6 +233,9 @@ def removal_row(removal: Removal) -> dict[str, Any]:
         "removed_at": removal.removed_at,
         "detail": json.dumps(list(removal.detail)),
     }
+    if removal.run_id is not None:
+        row["run_id"] = removal.run_id
+    return row
 
 
 def removal_from_row(row: Any) -> Removal:
@@ -170,6 +252,7 @@ def removal_from_row(row: Any) -> Removal:
         removed_at=float(row.removed_at),
         removed_by=row.removed_by,
         detail=tuple(json.loads(row.detail)),
+        run_id=getattr(row, "run_id", None) or None,
     )
 
 
@@ -190,6 +273,7 @@ def record_from_row(row: Any) -> HealRecord:
         # Kept by the Redis ledger only; the SQL table has no columns for them yet.
         effects=tuple(json.loads(getattr(row, "effects", None) or "[]")),
         outcomes=tuple(json.loads(getattr(row, "outcomes", None) or "[]")),
+        run_id=getattr(row, "run_id", None) or None,
     )
 
 

@@ -53,6 +53,7 @@ from ..errors import StoreError, UnsupportedStoreError
 from ..event_access import STORED_JSON
 from ..heal_record import HealRecord
 from ..healing import Heal, SessionHeals
+from ..runs import RepairRun, count_ids, run_from_row, run_row, undone_run, with_counts
 from ..session_key import SessionKey
 from .base import (
     DamagedRow,
@@ -73,6 +74,7 @@ from .driver_errors import translate_error
 from .engines import Timeouts
 from .ledger_table import (
     LEDGER_HEAD_REVISION,
+    heal_ledger_row,
     ledger_row,
     record_from_row,
     removal_from_row,
@@ -84,6 +86,7 @@ from .urls import REDIS_KEY_PREFIX, StoreUrl
 __all__ = [
     "ADK_REDIS_MODULE",
     "LEDGER_KEY_PREFIX",
+    "RUNS_KEY_PREFIX",
     "RedisHealLedger",
     "RedisStore",
     "open_redis_store",
@@ -99,6 +102,9 @@ LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
 
 REMOVALS_KEY_PREFIX = "adk_session_heal:removals:"
 """The removals ledger's list is this followed by ADK's key prefix."""
+
+RUNS_KEY_PREFIX = "adk_session_heal:runs:"
+"""The runs' hash (run id -> run row as JSON) is this followed by ADK's key prefix."""
 
 _CHUNK = 100
 _MAX_ATTEMPTS = 50
@@ -226,8 +232,14 @@ def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -
 
 
 def _ledger_field(record: HealRecord) -> str:
-    return json.dumps(
-        [record.app_name, record.user_id, record.session_id, record.synthetic_event_id])
+    """The heal's field in the ledger hash; a run's heal has its run id too (see ``0004``)."""
+    key = [record.app_name, record.user_id, record.session_id, record.synthetic_event_id]
+    return json.dumps(key if record.run_id is None else [*key, record.run_id])
+
+
+def _stored_json(heal: Heal) -> dict[str, Any] | None:
+    """What :func:`~.redis_values.with_heals` stores for a run's heal (``None``: not digested)."""
+    return json.loads(heal.event.model_dump_json()) if heal.record.run_id is not None else None
 
 
 async def _close_client(client: Any) -> None:
@@ -372,9 +384,8 @@ class RedisStore(SessionStore):
                 pipe.set(key, decision.value, keepttl=True)
                 if ledger:
                     for heal in decision.inserted:
-                        record = heal.record
-                        pipe.hsetnx(self.ledger_key, _ledger_field(record),
-                                    json.dumps(ledger_row(record)))
+                        pipe.hsetnx(self.ledger_key, _ledger_field(heal.record),
+                                    json.dumps(heal_ledger_row(heal, _stored_json(heal))))
                 try:
                     await pipe.execute()
                 except WatchError:
@@ -409,7 +420,8 @@ class RedisStore(SessionStore):
                 if removal.event_id not in ids:
                     return RemoveOutcome.ABSENT
                 index = ids.index(removal.event_id)
-                if not removable(STORED_JSON.heal_marker(parsed.events[index]), removal):
+                if not removable(STORED_JSON.heal_marker(parsed.events[index]), removal,
+                                 parsed.events[index]):
                     return RemoveOutcome.KEPT
                 pipe.multi()
                 pipe.set(key, without_events(raw, parsed, {index}), keepttl=True)
@@ -556,6 +568,60 @@ class RedisHealLedger:
         found = [removal_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
                  for value in await self._client.lrange(self.removals_key, 0, -1)]
         return [r for r in found if session_id is None or r.key.session_id == session_id]
+
+    @property
+    def runs_key(self) -> str:
+        """The runs' hash for this key prefix."""
+        return RUNS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+
+    async def check(self, revisions: frozenset[str] | None = None) -> str:
+        """The ledger is keys created on first write: always current (see ``ledger_revision``)."""
+        return LEDGER_HEAD_REVISION
+
+    async def start_run(self, run: RepairRun) -> None:
+        """Records a run as it starts."""
+        await self._client.hset(self.runs_key, run.run_id, json.dumps(run_row(run)))
+
+    async def finish_run(self, run_id: str, finished_at: float, *, kept: int | None = None) -> None:
+        """Records that a run ended (and, for an undo, the rows it kept)."""
+        value = _text(await self._client.hget(self.runs_key, run_id))
+        if value is not None:
+            row = {**json.loads(value), "finished_at": finished_at, "kept": kept}
+            await self._client.hset(self.runs_key, run_id, json.dumps(row))
+
+    async def _rows(self) -> list[dict[str, Any]]:
+        return [json.loads(_text(value) or "{}")
+                for value in (await self._client.hgetall(self.key)).values()]
+
+    async def _removal_rows(self) -> list[dict[str, Any]]:
+        return [json.loads(_text(value) or "{}")
+                for value in await self._client.lrange(self.removals_key, 0, -1)]
+
+    async def runs(self, *, run_id: str | None = None) -> list[RepairRun]:
+        """Returns the runs, oldest first, counted from their rows (or just ``run_id``'s)."""
+        found = [run_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
+                 for value in (await self._client.hgetall(self.runs_key)).values()]
+        removals = await self._removal_rows()
+        return with_counts(
+            [run for run in found if run_id is None or run.run_id == run_id],
+            count_ids(row.get("run_id") for row in await self._rows()),
+            count_ids(row.get("run_id") for row in removals),
+            count_ids(undone_run(row["reason"], row["detail"]) for row in removals))
+
+    async def run_heals(self, run_id: str) -> list[tuple[HealRecord, str | None]]:
+        """Returns each heal row a run wrote, with the digest of the row it stored."""
+        found = [(record_from_row(SimpleNamespace(**row)), row.get("event_digest"))
+                 for row in await self._rows() if row.get("run_id") == run_id]
+        found.sort(key=lambda pair: (pair[0].app_name, pair[0].user_id, pair[0].session_id,
+                                     pair[0].synthetic_event_id))
+        return found
+
+    async def undone_heals(self, run_id: str) -> set[tuple[SessionKey, str]]:
+        """Returns the heals of a run that undo runs took out: (session, synthetic event id)."""
+        return {(SessionKey(row["app_name"], row["user_id"], row["session_id"]),
+                 row["synthetic_event_id"])
+                for row in await self._removal_rows()
+                if undone_run(row["reason"], row["detail"]) == run_id}
 
     async def history(
         self,

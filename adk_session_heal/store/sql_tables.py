@@ -68,8 +68,8 @@ from .ledger import missing_ledger_message
 from .ledger_table import (
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
+    heal_ledger_row,
     insert_ledger_rows,
-    ledger_row,
     read_ledger_revision,
     removal_row,
 )
@@ -404,7 +404,7 @@ class SqlTablesStore(SessionStore):
                 written = await insert_database_events_batch(conn, rows)
                 if ledger:
                     await insert_ledger_rows(conn, [
-                        ledger_row(heal.record)
+                        heal_ledger_row(heal)
                         for (_, heal), ok in zip(heals, written, strict=True) if ok])
                 lost = [key_heal for key_heal, ok in zip(heals, written, strict=True) if not ok]
                 stored = await self._read_back(conn, lost) if read_back and lost else {}
@@ -478,7 +478,7 @@ async def _remove_one(conn: AsyncConnection, removal: Removal) -> RemoveOutcome:
         return RemoveOutcome.ABSENT
     event_data = data[0]
     if not isinstance(event_data, dict) or not removable(STORED_JSON.heal_marker(event_data),
-                                                         removal):
+                                                         removal, event_data):
         return RemoveOutcome.KEPT
     deleted = await conn.execute(delete(_EVENTS).where(*where))
     return RemoveOutcome.REMOVED if deleted.rowcount == 1 else RemoveOutcome.ABSENT

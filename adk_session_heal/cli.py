@@ -290,6 +290,9 @@ class _Bar:
 @contextmanager
 def _progress(output: str) -> Iterator[Progress | None]:
     """A progress display on stderr for ``table`` output on a terminal; else ``None``."""
+    if output != "table" or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        yield None
+        return
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -298,9 +301,6 @@ def _progress(output: str) -> Iterator[Progress | None]:
         TextColumn,
         TimeElapsedColumn,
     )
-    if output != "table" or not (sys.stdout.isatty() and sys.stderr.isatty()):
-        yield None
-        return
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=Console(stderr=True), transient=True,

@@ -24,12 +24,13 @@ and :func:`stored_event_problem` then says which field of which row is wrong.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
-
-from google.adk.events.event import Event
-from google.genai import types
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .pairing import EMPTY_STEP, Ref, Step
+
+if TYPE_CHECKING:  # annotations only: reading stored JSON loads no ADK or google-genai
+    from google.adk.events.event import Event
+    from google.genai import types
 
 __all__ = [
     "ADK_EVENTS",
@@ -509,5 +510,6 @@ ADK_EVENTS = AdkEventAccess()
 STORED_JSON = StoredJsonAccess()
 """Accessor for stored event JSON dicts."""
 
-_Checked[Event](ADK_EVENTS)
-_Checked[Mapping[str, Any]](STORED_JSON)
+if TYPE_CHECKING:
+    _Checked[Event](ADK_EVENTS)
+    _Checked[Mapping[str, Any]](STORED_JSON)

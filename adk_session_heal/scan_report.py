@@ -89,9 +89,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from google.adk.events.event import Event
+from typing import TYPE_CHECKING, Any
 
 from .adk_compat import readable_event_data
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
@@ -101,6 +99,9 @@ from .json_version import JSON_FORMAT
 from .late_results import LateResult
 from .session_key import SessionKey
 from .store.base import DamagedRow, RemoveOutcome, WriteOutcome, WriteResult
+
+if TYPE_CHECKING:  # imported where an Event is built: a report holds stored JSON
+    from google.adk.events.event import Event
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -503,6 +504,8 @@ class HealEntry:
     @property
     def event(self) -> Event:
         """The synthetic event as an ``Event`` of the installed ADK (built on each call)."""
+        from google.adk.events.event import Event
+
         return Event.model_validate(readable_event_data(self.event_data))
 
     @classmethod

@@ -379,6 +379,17 @@ class ScanReport:
             "superseded_heals": len(self.superseded_heals),
         }
 
+    def __repr__(self) -> str:
+        """A short form, counts only: a report may list hundreds of thousands of calls.
+
+        (``asyncio.run`` formats the value it returns; a full repr of a large
+        store's report ran to tens of megabytes.)
+        """
+        counts = ", ".join(f"{name}={count}" for name, count in self.counts().items())
+        return (f"ScanReport(url={self.url!r}, layout={self.layout!r}, "
+                f"sessions_scanned={self.sessions_scanned}, "
+                f"events_scanned={self.events_scanned}, {counts})")
+
     def summary_line(self) -> str:
         """Returns the one-line summary the CLI prints (counts, never ids)."""
         c = self.counts()
@@ -575,7 +586,8 @@ class RepairReport:
     def __repr__(self) -> str:
         """A short form: a report may hold hundreds of thousands of events."""
         return (f"RepairReport(healed={self.healed}, already_present={self.already_present}, "
-                f"skipped={self.skipped}, planned={len(self.heals)}, dry_run={self.dry_run})")
+                f"skipped={self.skipped}, planned={len(self.heals)}, "
+                f"taken_back={self.taken_back}, dry_run={self.dry_run}, scan={self.scan!r})")
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Yields the scan's records, then one ``heal`` record per synthetic event."""

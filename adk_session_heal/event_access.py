@@ -335,12 +335,17 @@ class AdkEventAccess:
 
     def steps(self, events: Sequence[Event]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        steps = content_steps([None if e.partial else e.content for e in events])[0]
-        rewinds = [
-            i for i, e in enumerate(events)
-            if e.content is None and e.actions.rewind_before_invocation_id
-        ]
-        return steps, rewinds
+        contents: list[types.Content | None] = []
+        rewinds: list[int] = []
+        for index, event in enumerate(events):  # one pass: this runs on every get_session
+            content = event.content
+            if content is None:
+                if event.actions.rewind_before_invocation_id:
+                    rewinds.append(index)
+            elif event.partial:
+                content = None
+            contents.append(content)
+        return content_steps(contents)[0], rewinds
 
     def event_id(self, event: Event) -> str:
         """Returns the event id."""

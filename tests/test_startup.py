@@ -21,12 +21,11 @@ import pytest
 from conftest import close_redis
 from servers import REDIS_URL, temporary_redis_prefix
 from stores import (
-    APP,
-    USER,
     Store,
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
     crashed_histories,
     fill,
+    fill_service,
 )
 
 HERE = Path(__file__).parent
@@ -94,11 +93,7 @@ async def redis_url() -> AsyncIterator[str]:
     async with temporary_redis_prefix() as prefix:
         service = RedisSessionService(RedisSessionServiceConfig(uri=REDIS_URL, key_prefix=prefix))
         try:
-            for session_id, history in crashed_histories().items():
-                session = await service.create_session(app_name=APP, user_id=USER,
-                                                       session_id=session_id)
-                for event in history.events:
-                    await service.append_event(session, event)
+            await fill_service(service, crashed_histories())
         finally:
             await close_redis(service)
         yield f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}"

@@ -27,18 +27,19 @@ What differs, and what this module answers for the rest of the package:
   heal's column value relative to its call row's own value (whatever wrote
   it), so these conversions serve only rows with nothing to be relative to.
 
-This module imports no ADK name that a supported version lacks.
+This module imports no ADK name that a supported version lacks, and imports
+ADK only when one of its answers is first needed (:data:`ADK_VERSION`,
+:data:`STORES_LOCAL_TIME`, :data:`EVENT_FIELDS`, or a function that reads
+them): a scan reads stored JSON and never needs ADK before its first row.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import re
-from collections.abc import Mapping
-from typing import Any
-
-from google.adk import version as _adk_version
-from google.adk.events.event import Event
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "ADK_VERSION",
@@ -63,11 +64,27 @@ def _parse_version(text: str) -> tuple[int, int, int]:
     return int(match[1]), int(match[2]), int(match[3] or 0)
 
 
-ADK_VERSION: tuple[int, int, int] = _parse_version(_adk_version.__version__)
-"""The installed google-adk as ``(major, minor, patch)``."""
+@functools.cache
+def _adk_version() -> tuple[int, int, int]:
+    from google.adk import version
 
-EVENT_FIELDS: frozenset[str] = frozenset(Event.model_fields)
-"""The fields the installed ADK's ``Event`` has."""
+    return _parse_version(version.__version__)
+
+
+@functools.cache
+def _event_fields() -> frozenset[str]:
+    from google.adk.events.event import Event
+
+    return frozenset(Event.model_fields)
+
+
+if TYPE_CHECKING:  # module attributes computed on first access, by __getattr__ below
+    ADK_VERSION: tuple[int, int, int]
+    """The installed google-adk as ``(major, minor, patch)``."""
+    EVENT_FIELDS: frozenset[str]
+    """The fields the installed ADK's ``Event`` has."""
+    STORES_LOCAL_TIME: bool
+    """Whether the installed ``DatabaseSessionService`` stores naive local time (up to 2.6)."""
 
 PORTABLE_EVENT_FIELDS: frozenset[str] = frozenset({
     "id", "invocation_id", "author", "branch", "timestamp", "content", "custom_metadata",
@@ -78,8 +95,26 @@ PORTABLE_EVENT_FIELDS: frozenset[str] = frozenset({
 INVOCATION_ABORTED = "INVOCATION_ABORTED"
 """The ``error_code`` of ADK's abort seal (``google.adk.events._abort_events``, 2.11+)."""
 
-STORES_LOCAL_TIME: bool = ADK_VERSION < (2, 7)
-"""Whether the installed ``DatabaseSessionService`` stores naive local time (up to 2.6)."""
+
+def _stores_local_time() -> bool:
+    return _adk_version() < (2, 7)
+
+
+_LAZY: dict[str, Callable[[], object]] = {
+    "ADK_VERSION": _adk_version, "EVENT_FIELDS": _event_fields,
+    "STORES_LOCAL_TIME": _stores_local_time,
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Computes :data:`ADK_VERSION`, :data:`EVENT_FIELDS` and :data:`STORES_LOCAL_TIME` on use.
+
+    Raises:
+        AttributeError: ``name`` is not one of them.
+    """
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def readable_event_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,7 +123,8 @@ def readable_event_data(data: Mapping[str, Any]) -> dict[str, Any]:
     Args:
         data: An event's JSON object (snake_case keys).
     """
-    return {key: value for key, value in data.items() if key in EVENT_FIELDS}
+    fields = _event_fields()
+    return {key: value for key, value in data.items() if key in fields}
 
 
 def timestamp_to_column(timestamp: float) -> datetime.datetime:
@@ -97,7 +133,7 @@ def timestamp_to_column(timestamp: float) -> datetime.datetime:
     Args:
         timestamp: POSIX seconds.
     """
-    if STORES_LOCAL_TIME:
+    if _stores_local_time():
         return datetime.datetime.fromtimestamp(timestamp)
     return datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC).replace(
         tzinfo=None
@@ -110,6 +146,6 @@ def column_to_timestamp(value: datetime.datetime) -> float:
     Args:
         value: The column's value; an aware value is taken as it is.
     """
-    if value.tzinfo is not None or STORES_LOCAL_TIME:
+    if value.tzinfo is not None or _stores_local_time():
         return value.timestamp()
     return value.replace(tzinfo=datetime.UTC).timestamp()

@@ -40,9 +40,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-from google.adk.sessions import BaseSessionService
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .errors import LedgerError, StoreError
 from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
@@ -64,6 +62,9 @@ from .store.redis_tool_runs import RedisToolRunLedger
 from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
 from .tool_runs import ToolRunReader
+
+if TYPE_CHECKING:  # scan_service's annotation: a scan by URL loads no ADK
+    from google.adk.sessions import BaseSessionService
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

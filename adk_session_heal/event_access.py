@@ -24,12 +24,13 @@ and :func:`stored_event_problem` then says which field of which row is wrong.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
-
-from google.adk.events.event import Event
-from google.genai import types
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .pairing import EMPTY_STEP, Ref, Step
+
+if TYPE_CHECKING:  # annotations only: reading stored JSON loads no ADK or google-genai
+    from google.adk.events.event import Event
+    from google.genai import types
 
 __all__ = [
     "ADK_EVENTS",
@@ -334,12 +335,17 @@ class AdkEventAccess:
 
     def steps(self, events: Sequence[Event]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        steps = content_steps([None if e.partial else e.content for e in events])[0]
-        rewinds = [
-            i for i, e in enumerate(events)
-            if e.content is None and e.actions.rewind_before_invocation_id
-        ]
-        return steps, rewinds
+        contents: list[types.Content | None] = []
+        rewinds: list[int] = []
+        for index, event in enumerate(events):  # one pass: this runs on every get_session
+            content = event.content
+            if content is None:
+                if event.actions.rewind_before_invocation_id:
+                    rewinds.append(index)
+            elif event.partial:
+                content = None
+            contents.append(content)
+        return content_steps(contents)[0], rewinds
 
     def event_id(self, event: Event) -> str:
         """Returns the event id."""
@@ -509,5 +515,6 @@ ADK_EVENTS = AdkEventAccess()
 STORED_JSON = StoredJsonAccess()
 """Accessor for stored event JSON dicts."""
 
-_Checked[Event](ADK_EVENTS)
-_Checked[Mapping[str, Any]](STORED_JSON)
+if TYPE_CHECKING:
+    _Checked[Event](ADK_EVENTS)
+    _Checked[Mapping[str, Any]](STORED_JSON)

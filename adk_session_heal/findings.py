@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 from .event_access import ADK_EVENTS, EventAccess
 from .invocations import live_mask, supersession_boundary
-from .pairing import EMPTY_STEP, CallOccurrence, Step, pair
+from .pairing import EMPTY_STEP, CallOccurrence, Step, answered_once, pair
 from .policy import CallOutcome
 from .tool_runs import RunState, ToolRun, run_outcome
 
@@ -303,12 +303,21 @@ def classify(
     live = live_mask(events, access, rewinds)
     if live is not None:
         steps = [step if live[i] else EMPTY_STEP for i, step in enumerate(steps)]
+    stale_age = None if stale_after is None else stale_after + clock_skew
+    if answered_once(steps):
+        # Every call answered once, no orphan, no duplicate: the healthy session
+        # (the wrapper's case on every get_session) is paired only if its
+        # per-call findings are asked for.
+        return SessionFindings(
+            lambda: _call_findings(events, access, pair(steps).occurrences, live, steps,
+                                   now=now, stale_age=stale_age, maybe_dead=False),
+            maybe_dead=False,
+        )
     pairing = pair(steps)
 
     maybe_dead = any(o.id and not o.responses for o in pairing.occurrences)
 
     def build_calls() -> list[CallFinding]:
-        stale_age = None if stale_after is None else stale_after + clock_skew
         return _call_findings(events, access, pairing.occurrences, live, steps,
                               now=now, stale_age=stale_age, maybe_dead=maybe_dead)
 

@@ -31,10 +31,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
-
-from google.adk.events.event import Event
-from pydantic_core import to_jsonable_python
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adk_compat import INVOCATION_ABORTED, readable_event_data
 from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
@@ -43,6 +40,9 @@ from .heal_plan import HEAL_ID_SUFFIX, HealPlan, heal_event_id, plan_heals
 from .heal_record import HealRecord, HealTrigger
 from .policy import CallOutcome, HealPolicy
 from .session_key import SessionKey
+
+if TYPE_CHECKING:  # imported where an Event is built: planning from stored JSON needs none
+    from google.adk.events.event import Event
 
 __all__ = [
     "HEAL_ERROR_MESSAGE",
@@ -139,6 +139,8 @@ def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> 
     Returns:
         A new JSON-ready dict with snake_case keys; nothing else is touched.
     """
+    from pydantic_core import to_jsonable_python  # here: a scan builds no heal
+
     data: dict[str, Any] = {
         "id": plan.event_id,
         "invocation_id": plan.invocation_id,
@@ -182,6 +184,8 @@ def build_heal_event(plan: HealPlan, policy: HealPolicy, *, healed_at: float) ->
         A new ``Event`` of :func:`heal_event_data`, without the fields the
         installed ADK lacks; nothing else is touched.
     """
+    from google.adk.events.event import Event
+
     data = heal_event_data(plan, policy, healed_at=healed_at)
     return Event.model_validate(readable_event_data(data))
 
@@ -231,6 +235,8 @@ class Heal:
     @cached_property
     def event(self) -> Event:
         """The synthetic event as an ``Event`` of the installed ADK."""
+        from google.adk.events.event import Event
+
         return Event.model_validate(readable_event_data(self.data))
 
     @cached_property

@@ -50,11 +50,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import metrics, trace
-
 from .heal_record import HealRecord
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # OpenTelemetry is imported by the first heal reported, not by a scan
+    from opentelemetry import metrics, trace
+
     from .store.base import Removal
 
 __all__ = [
@@ -112,6 +112,8 @@ class _Instruments:
     ) -> _Instruments:
         # Without explicit providers the global ones are used; before an SDK is
         # configured they are proxies that start forwarding once it is.
+        from opentelemetry import metrics, trace
+
         meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
         return cls(
             heals=meter.create_counter(
@@ -207,6 +209,8 @@ def _record_dead_calls(
     start: int,
 ) -> None:
     """Counts each dead call of a heal and records its span under the heal's."""
+    from opentelemetry import trace
+
     parent = trace.set_span_in_context(heal_span)
     for call_id, tool_name, effect, outcome, recovered in zip(
         record.call_ids, record.tool_names, record.call_effects, record.call_outcomes,

@@ -80,6 +80,11 @@ class ReviewReport:
         for entry in self.calls:
             yield {"kind": "review_call", **entry.to_json(self.reviewed_at)}
 
+    def __repr__(self) -> str:
+        """A short form, counts only: a review may list every dead call of a store."""
+        return (f"ReviewReport(url={self.url!r}, calls={len(self.calls)}, "
+                f"damaged_sessions={self.damaged_sessions})")
+
     def summary_line(self) -> str:
         """The one-line summary."""
         healed = sum(1 for c in self.calls if c.status == "healed")

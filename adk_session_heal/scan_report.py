@@ -99,9 +99,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from google.adk.events.event import Event
+from typing import TYPE_CHECKING, Any
 
 from .adk_compat import readable_event_data
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
@@ -112,6 +110,9 @@ from .late_results import LateResult
 from .runs import RepairRun
 from .session_key import SessionKey
 from .store.base import DamagedRow, RemoveOutcome, WriteOutcome, WriteResult
+
+if TYPE_CHECKING:  # imported where an Event is built: a report holds stored JSON
+    from google.adk.events.event import Event
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -392,6 +393,17 @@ class ScanReport:
             "superseded_heals": len(self.superseded_heals),
         }
 
+    def __repr__(self) -> str:
+        """A short form, counts only: a report may list hundreds of thousands of calls.
+
+        (``asyncio.run`` formats the value it returns; a full repr of a large
+        store's report ran to tens of megabytes.)
+        """
+        counts = ", ".join(f"{name}={count}" for name, count in self.counts().items())
+        return (f"ScanReport(url={self.url!r}, layout={self.layout!r}, "
+                f"sessions_scanned={self.sessions_scanned}, "
+                f"events_scanned={self.events_scanned}, {counts})")
+
     def summary_line(self) -> str:
         """Returns the one-line summary the CLI prints (counts, never ids)."""
         c = self.counts()
@@ -517,6 +529,8 @@ class HealEntry:
     @property
     def event(self) -> Event:
         """The synthetic event as an ``Event`` of the installed ADK (built on each call)."""
+        from google.adk.events.event import Event
+
         return Event.model_validate(readable_event_data(self.event_data))
 
     @classmethod
@@ -589,7 +603,8 @@ class RepairReport:
     def __repr__(self) -> str:
         """A short form: a report may hold hundreds of thousands of events."""
         return (f"RepairReport(healed={self.healed}, already_present={self.already_present}, "
-                f"skipped={self.skipped}, planned={len(self.heals)}, dry_run={self.dry_run})")
+                f"skipped={self.skipped}, planned={len(self.heals)}, "
+                f"taken_back={self.taken_back}, dry_run={self.dry_run}, scan={self.scan!r})")
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Yields the scan's records, then one ``heal`` record per synthetic event."""

@@ -8,6 +8,10 @@ Measured side by side in one run, per backend (SQLite file and PostgreSQL):
 * **scan**: :func:`adk_session_heal.repair.scan`;
 * **floor**: one raw SELECT of the JSON + ``json.loads`` + classification of
   the dicts (no grouping overhead, no checks); **raw fetch** alone;
+* **the CLI's collector setting**: ``adk-session-heal scan URL --format tsv``
+  as a whole process, with the CLI's fewer young collections and with
+  Python's default thresholds (alternating; wall time and the time spent in
+  the garbage collector, measured by ``gc.callbacks``);
 * **peak RSS** of a scan process at each size (growth from the smallest to the
   largest size);
 * **repair** of N dead sessions: heals/s, ledger on.
@@ -154,6 +158,36 @@ def scan_rss(url: str) -> tuple[float, int]:
     return peak_kb / 1024, events
 
 
+CLI_PROBE = """
+import atexit, gc, os, sys, time
+spent, started = [0.0, 0], [0.0]
+def timed(phase, info):
+    if phase == "start":
+        started[0] = time.perf_counter()
+    else:
+        spent[0] += time.perf_counter() - started[0]
+        spent[1] += 1
+gc.callbacks.append(timed)
+if sys.argv[1] == "default":
+    gc.set_threshold = lambda *thresholds: None  # keep Python's thresholds
+atexit.register(lambda: os.write(2, f"\\nGC {spent[0]} {spent[1]}\\n".encode()))
+from adk_session_heal.cli import main
+main(["scan", sys.argv[2], "--format", "tsv"])
+"""
+"""The CLI's scan, timing the collector; ``default`` keeps Python's thresholds."""
+
+
+def cli_scan(url: str, collector: str) -> tuple[float, float, int]:
+    """Runs the CLI's scan in a child; returns (wall s, s in the collector, collections)."""
+    started = time.perf_counter()
+    ran = subprocess.run([sys.executable, "-c", CLI_PROBE, collector, url], text=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - started
+    last = [line for line in ran.stderr.splitlines() if line.startswith("GC ")][-1]
+    _, seconds, count = last.split()
+    return wall, float(seconds), int(count)
+
+
 async def bench_backend(backend: str, args: argparse.Namespace, directory: Path) -> list[str]:
     """Runs every measurement on one backend; returns table lines."""
     lines = []
@@ -179,6 +213,18 @@ async def bench_backend(backend: str, args: argparse.Namespace, directory: Path)
             f"| {backend} | raw fetch alone | {events:,} | {t_fetch:.2f} s "
             f"| {events / t_fetch:,.0f} ev/s | |",
         ]
+        runs: dict[str, list[tuple[float, float, int]]] = {"cli": [], "default": []}
+        for _ in range(3):  # alternating
+            for collector, samples in runs.items():
+                samples.append(cli_scan(store.url, collector))
+        for collector, label in (("default", "CLI scan, Python's default collector"),
+                                 ("cli", "CLI scan, the CLI's fewer young collections")):
+            wall, in_gc, count = min(runs[collector])
+            lines.append(f"| {backend} | {label} | {events:,} | {wall:.2f} s | "
+                         f"{in_gc:.2f} s in {count:,} collections | |")
+        ratio = min(runs["cli"])[0] / min(runs["default"])[0]
+        lines.append(f"| {backend} | CLI scan wall, fewer collections / default | | | | "
+                     f"{ratio:.2f}x |")
     peaks = []
     for size in args.rss_sizes:
         async with database(backend, directory, f"rss{size}") as store:

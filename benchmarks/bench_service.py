@@ -3,14 +3,18 @@
 Measures, side by side in one run, on DatabaseSessionService over SQLite:
 
 * ``get_session`` of a clean session (every call answered) of 50, 1,000 and
-  10,000 events: bare inner service vs wrapped. Goal: ratio <= 1.01.
+  10,000 events: bare inner service vs wrapped. Goal: ratio <= 1.01. The
+  1,000-event session is also measured over ``InMemorySessionService``
+  (issue 13 point 5: "the wrapper's ``get_session`` on a clean 1,000-event
+  session <= 1.01x the inner service").
 * one full ``Runner`` invocation (get_session, append the user message, one
   model call, append the reply) on a clean 200-event session: bare vs wrapped.
   Goal: ratio <= 1.02.
 
 Bare and wrapped runs alternate (ABAB...) so drift hits both; each row reports
 the median of the repetitions. Run: ``python benchmarks/bench_service.py``
-(``--quick`` for fewer repetitions).
+(``--quick`` for fewer repetitions, ``--get-session`` for the ``get_session`` rows
+only).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService, DatabaseSessionService
+from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from adk_session_heal import HealingSessionService, classify
@@ -72,10 +76,14 @@ async def alternate(
     return statistics.median(times["bare"]), statistics.median(times["wrapped"])
 
 
-async def bench_get_session(directory: Path, sizes: list[int], repetitions: int) -> list[tuple]:
+async def bench_get_session(directory: Path, sizes: list[int], repetitions: int,
+                            *, in_memory: bool = False) -> list[tuple]:
+    """``get_session`` rows: DatabaseSessionService on SQLite, or ``in_memory``."""
     rows = []
     for size in sizes:
-        inner = DatabaseSessionService(f"sqlite+aiosqlite:///{directory}/get_{size}.db")
+        inner: BaseSessionService = (
+            InMemorySessionService() if in_memory
+            else DatabaseSessionService(f"sqlite+aiosqlite:///{directory}/get_{size}.db"))
         wrapped = HealingSessionService(inner)
         session_id = await seed(inner, size)
         reps = max(5, repetitions if size < 10_000 else repetitions // 4)
@@ -92,8 +100,11 @@ async def bench_get_session(directory: Path, sizes: list[int], repetitions: int)
         loaded = await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
         assert loaded is not None
         added = classification_cost(loaded.events)
-        rows.append((f"get_session, {size:,} events", bare_s, wrapped_s, reps, 1.01, added))
-        await inner.close()
+        label = " (in memory)" if in_memory else ""
+        rows.append((f"get_session, {size:,} events{label}", bare_s, wrapped_s, reps, 1.01,
+                     added))
+        if isinstance(inner, DatabaseSessionService):
+            await inner.close()
     return rows
 
 
@@ -151,11 +162,16 @@ def print_table(rows: list[tuple]) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--get-session", action="store_true",
+                        help="only the get_session rows of 1,000 events")
     args = parser.parse_args()
     repetitions = 10 if args.quick else 60
+    sizes = [1_000] if args.get_session else [50, 1_000, 10_000]
     with tempfile.TemporaryDirectory() as directory:
-        rows = await bench_get_session(Path(directory), [50, 1_000, 10_000], repetitions)
-        rows.append(await bench_runner(Path(directory), repetitions))
+        rows = await bench_get_session(Path(directory), sizes, repetitions)
+        rows += await bench_get_session(Path(directory), [1_000], repetitions, in_memory=True)
+        if not args.get_session:
+            rows.append(await bench_runner(Path(directory), repetitions))
     print_table(rows)
 
 

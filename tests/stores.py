@@ -91,13 +91,19 @@ async def fill(store: Store, histories: Mapping[str, History], *, app: str = APP
     """Creates one session per history and appends its events through ADK's service."""
     service = store.service()
     try:
-        for session_id, history in histories.items():
-            session = await service.create_session(app_name=app, user_id=user,
-                                                   session_id=session_id)
-            for event in history.events:
-                await service.append_event(session, event)
+        await fill_service(service, histories, app=app, user=user)
     finally:
         await close(service)
+
+
+async def fill_service(service: BaseSessionService, histories: Mapping[str, History], *,
+                       app: str = APP, user: str = USER) -> None:
+    """Creates one session per history in ``service`` and appends its events through it."""
+    for session_id, history in histories.items():
+        session = await service.create_session(app_name=app, user_id=user,
+                                               session_id=session_id)
+        for event in history.events:
+            await service.append_event(session, event)
 
 
 def crashed_histories() -> dict[str, History]:

@@ -91,3 +91,50 @@ def test_the_checks_can_fail() -> None:
     assert "sqlalchemy" in {n.split(".")[0] for n in _imports(PACKAGE / "store" / "sql_tables.py")}
     assert _offending(PACKAGE / "store" / "sql_tables.py", STORAGE) != []
     assert "google.adk.version" in _adk_names(PACKAGE / "adk_compat.py")
+
+
+SCAN_PATH = ("bulk", "scan_report", "findings", "healing", "heal_plan", "event_access",
+             "adk_compat", "late_results", "observe", "pairing", "invocations", "policy",
+             "tool_runs", "store/base", "store/opening", "store/sql_tables", "store/adk_sqlite",
+             "store/streaming", "store/redis_sessions", "store/redis_tool_runs",
+             "store/tool_runs", "store/ledger", "store/ledger_table", "store/urls")
+"""Modules a scan by URL loads before its first row (tests/test_startup.py runs them)."""
+
+LOADED_WHEN_NEEDED = ("google", "alembic", "rich", "aiohttp", "opentelemetry", "pydantic",
+                      "pydantic_core")
+"""Imported inside the functions that need them (or for annotations only), never on load."""
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Names a module imports as it loads: not inside a function, not under TYPE_CHECKING."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return names
+
+
+@pytest.mark.parametrize("name", SCAN_PATH)
+def test_the_scan_path_loads_no_adk_genai_rich_or_telemetry(name: str) -> None:
+    """A module on the scan path imports ADK, google-genai, rich, OpenTelemetry, pydantic
+    and Alembic only where they are used (issue 13: the first row before 0.5 s)."""
+    found = _module_level_imports(PACKAGE / f"{name}.py")
+    assert sorted(n for n in found if n.split(".")[0] in LOADED_WHEN_NEEDED) == []
+
+
+def test_the_load_time_scan_can_fail() -> None:
+    """The load-time import scan sees a module-level ADK import (service.py has several)."""
+    assert "google.adk.events.event" in _module_level_imports(PACKAGE / "service.py")
+    assert "google.adk.events.event" not in _module_level_imports(PACKAGE / "healing.py")
+    assert "google.adk.events.event" in _imports(PACKAGE / "healing.py")

@@ -7,7 +7,14 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adk_session_heal.pairing import EMPTY_STEP, OrphanedResponse, Step, pair, response_owners
+from adk_session_heal.pairing import (
+    EMPTY_STEP,
+    OrphanedResponse,
+    Step,
+    answered_once,
+    pair,
+    response_owners,
+)
 
 
 def test_response_answers_the_call_before_it() -> None:
@@ -88,3 +95,47 @@ def test_response_owners_skips_orphans_and_keeps_history_order() -> None:
     steps: list[Step] = [((), [("x", "f")]), ([("a", "f")], ()), ([(None, "g")], [("a", "f")]),
                          EMPTY_STEP, ((), [(None, "g"), ("a", "f")])]
     assert response_owners(steps) == [(1, 2), (2, 4), (1, 4)]
+
+
+@st.composite
+def _healthy_steps(draw: st.DrawFn) -> list[Step]:
+    """A history whose calls (parallel ones too) are each answered once, later, by id."""
+    steps: list[Step] = []
+    waiting: list[str] = []
+    for number in range(draw(st.integers(0, 12))):
+        answered = draw(st.integers(0, len(waiting)))
+        responses, waiting = [(i, "f") for i in waiting[:answered]], waiting[answered:]
+        calls = [(f"c{number}-{k}", "f") for k in range(draw(st.integers(0, 3)))]
+        waiting += [call_id for call_id, _ in calls]
+        steps.append((calls, responses) if calls or responses else EMPTY_STEP)
+    steps.append(((), [(i, "f") for i in waiting]))
+    return steps
+
+
+@given(_steps)
+def test_answered_once_promises_what_pair_finds(steps: list[Step]) -> None:
+    """When answered_once holds, pair() finds one response per call and no orphan."""
+    if answered_once(steps):
+        result = pair(steps)
+        assert not result.orphans
+        assert all(o.id and len(o.responses) == 1 for o in result.occurrences)
+
+
+@given(_healthy_steps())
+def test_answered_once_holds_on_healthy_histories(steps: list[Step]) -> None:
+    """A history of calls each answered once, later and by id, is recognised as such."""
+    assert answered_once(steps)
+    result = pair(steps)
+    assert not result.orphans and all(len(o.responses) == 1 for o in result.occurrences)
+
+
+def test_answered_once_fails_at_every_other_shape() -> None:
+    """Unanswered, answered twice, orphaned, id-less, reused id and same-step answers fail it."""
+    call, answer = ([("a", "f")], ()), ((), [("a", "f")])
+    assert answered_once([call, answer]) and answered_once([])
+    assert not answered_once([call])
+    assert not answered_once([call, answer, answer])
+    assert not answered_once([answer, call])
+    assert not answered_once([([(None, "f")], ()), ((), [(None, "f")])])
+    assert not answered_once([call, answer, call, answer])
+    assert not answered_once([([("a", "f")], [("a", "f")])])

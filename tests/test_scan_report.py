@@ -1,15 +1,27 @@
-"""The report's line formats, pure: TSV fields, columns, durations and the "why" of a call."""
+"""The report's line formats, pure: TSV fields, columns, durations, the "why" of a call,
+and the reports' short reprs."""
 
 from __future__ import annotations
 
 import pytest
+from stores import crashed_histories
 
+from adk_session_heal.bulk import RepairPlan
 from adk_session_heal.cli import parse_duration
+from adk_session_heal.event_access import ADK_EVENTS
+from adk_session_heal.findings import classify
+from adk_session_heal.heal_record import HealRecord, HealTrigger
+from adk_session_heal.healing import plan_session
+from adk_session_heal.operator_review import ReviewReport
+from adk_session_heal.policy import HealPolicy
+from adk_session_heal.review import ReviewEntry
 from adk_session_heal.scan_report import (
     REPAIR_COLUMNS,
     SCAN_COLUMNS,
     CallEntry,
     DamagedEntry,
+    HealEntry,
+    RepairReport,
     ResponseEntry,
     ScanReport,
     SupersededEntry,
@@ -18,6 +30,9 @@ from adk_session_heal.scan_report import (
     tsv_field,
     tsv_lines,
 )
+from adk_session_heal.session_key import SessionKey
+from adk_session_heal.store.base import WriteOutcome
+from adk_session_heal.store.urls import parse_store_url
 
 NOW = 1_700_000_000.0
 
@@ -105,3 +120,52 @@ def test_format_duration_reads_back_as_a_duration() -> None:
     assert [format_duration(s, exact=False) for s in samples] == [
         "0s", "45s", "1m30s", "1d", "1d1h", "3h"]
     assert all(parse_duration(format_duration(s)) == s for s in samples)
+
+
+def _many_heals(count: int) -> RepairReport:
+    """A written repair of ``count`` heals (one record each), over :func:`_report`'s scan."""
+    record = HealRecord("app", "user", "s", "e1", "e1-heal", "inv", ("c1",), ("tool",),
+                        "superseded", HealTrigger.REPAIR, NOW)
+    entries = [HealEntry(record, {"id": "e1-heal", "content": {"parts": [{"text": "x" * 100}]}},
+                         True, WriteOutcome.WRITTEN)] * count
+    return RepairReport(_report(), entries, dry_run=False, ledger=True)
+
+
+def test_scan_report_repr_is_one_short_line_of_counts() -> None:
+    """A scan report's repr is its counts on one short line, never its entries."""
+    report = _report()
+    report.dead_calls.extend(_call("superseded") for _ in range(10_000))
+    text = repr(report)
+    assert "\n" not in text and len(text) < 400
+    assert "dead_calls=10001" in text and "damaged_rows=1" in text and "CallEntry" not in text
+    assert text.startswith("ScanReport(url='sqlite:///x.db', layout='database'")
+
+
+def test_repair_report_repr_is_one_short_line_of_counts() -> None:
+    """A repair report's repr is its counts and its scan's, never its heals' events."""
+    text = repr(_many_heals(10_000))
+    assert "\n" not in text and len(text) < 600
+    assert "healed=10000" in text and "planned=10000" in text and "dead_calls=1" in text
+    assert "HealEntry" not in text and "xxxx" not in text
+
+
+def test_repair_plan_repr_is_one_short_line_of_counts() -> None:
+    """A repair plan's repr is its store (password hidden) and counts, never its heals."""
+    history = crashed_histories()["dead"]
+    key = SessionKey("app", "user", "dead")
+    findings = classify(history.events, ADK_EVENTS, now=NOW + 86_400)
+    planned = plan_session(history.events, findings, key, HealPolicy(),
+                           trigger=HealTrigger.REPAIR, healed_at=NOW, seen_events=None)
+    assert planned is not None
+    url = parse_store_url("postgresql+asyncpg://app:secret@db/sessions")
+    plan = RepairPlan(url, _report(), (planned,) * 5_000, NOW)
+    assert repr(plan) == f"RepairPlan(url={str(url)!r}, sessions=5000, heals=5000)"
+    assert "secret" not in repr(plan)
+
+
+def test_review_report_repr_is_one_short_line_of_counts() -> None:
+    """A review report's repr is its store and counts, never its calls."""
+    entry = ReviewEntry(SessionKey("app", "user", "s"), "e1", "c1", "tool", '{"q": 1}', NOW,
+                        "healed", "side_effect", "may_have_run", "e1-heal")
+    report = ReviewReport("sqlite:///x.db", NOW, [entry] * 10_000, damaged_sessions=2)
+    assert repr(report) == "ReviewReport(url='sqlite:///x.db', calls=10000, damaged_sessions=2)"

@@ -17,10 +17,9 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-from google.adk.events.event import Event
 
 from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
@@ -51,6 +50,9 @@ from .ledger_table import (
 from .prefilter import Columns, candidates_query
 from .streaming import grouped_sessions, sqlite_chunks, sqlite_functions
 from .urls import StoreUrl
+
+if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
+    from google.adk.events.event import Event
 
 __all__ = [
     "SQLITE_EVENT_COLUMNS",
@@ -366,4 +368,8 @@ async def _read_event(db: aiosqlite.Connection, key: SessionKey, event_id: str) 
         (key.app_name, key.user_id, key.session_id, event_id),
     ) as cursor:
         row = await cursor.fetchone()
-    return Event.model_validate_json(row[0]) if row is not None else None
+    if row is None:
+        return None
+    from google.adk.events.event import Event
+
+    return Event.model_validate_json(row[0])

@@ -28,16 +28,17 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeGuard, TypeVar
-
-from google.adk.events.event import Event
-from google.adk.sessions import BaseSessionService
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
 from ..errors import UnsupportedStoreError
 from ..healing import Heal, SessionHeals, event_digest
 from ..session_key import SessionKey
 from ..shards import Shard
 from .urls import StoreUrl
+
+if TYPE_CHECKING:  # annotations only: scanning a store by URL loads no ADK
+    from google.adk.events.event import Event
+    from google.adk.sessions import BaseSessionService
 
 __all__ = [
     "DamagedRow",
@@ -421,7 +422,7 @@ def outcomes(
     return [results[id(heal)] for planned in batch for heal in planned.heals]
 
 
-S = TypeVar("S", bound=BaseSessionService)
+S = TypeVar("S", bound="BaseSessionService")
 
 
 def stores_as_adk_does(service: object, adk_class: type[S]) -> TypeGuard[S]:

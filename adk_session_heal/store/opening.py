@@ -22,29 +22,23 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.adk.sessions import (
-    BaseSessionService,
-    DatabaseSessionService,
-    InMemorySessionService,
-    Session,
-)
-from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .adk_sqlite import AdkSqliteStore
-from .append import AppendStore
 from .base import Layout, SessionStore, stores_as_adk_does
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
-from .memory import InMemoryStore
 from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
 from .sqlite_recovery import recover_sqlite
 from .urls import StoreUrl, parse_store_url
+
+if TYPE_CHECKING:  # a store opened from a URL needs no ADK; one over a service imports it below
+    from google.adk.sessions import BaseSessionService, Session
 
 __all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
 
@@ -69,6 +63,12 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
         service: The (inner) session service.
         session: The caller's session object, for the ``append_event`` fallback.
     """
+    from google.adk.sessions import DatabaseSessionService, InMemorySessionService
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    from .append import AppendStore
+    from .memory import InMemoryStore
+
     if stores_as_adk_does(service, DatabaseSessionService):
         if getattr(service, "_db_schema_version", None) == SUPPORTED_SCHEMA_VERSION:
             return SqlTablesStore(service.db_engine)

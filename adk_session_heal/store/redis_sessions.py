@@ -45,9 +45,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
-from typing import Any
-
-from google.adk.events.event import Event
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UnsupportedStoreError
 from ..event_access import STORED_JSON
@@ -82,6 +80,9 @@ from .ledger_table import (
 )
 from .redis_values import parse_session_value, with_heals, without_events
 from .urls import REDIS_KEY_PREFIX, StoreUrl
+
+if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
+    from google.adk.events.event import Event
 
 __all__ = [
     "ADK_REDIS_MODULE",
@@ -220,8 +221,7 @@ def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -
     inserted: list[Heal] = []
     for heal in planned.heals:
         if heal.event_id in ids:
-            stored = (Event.model_validate(parsed.events[ids.index(heal.event_id)])
-                      if read_back else None)
+            stored = (_event(parsed.events[ids.index(heal.event_id)]) if read_back else None)
             results.append(WriteResult(heal, WriteOutcome.PRESENT, stored))
         else:
             results.append(WriteResult(heal, WriteOutcome.WRITTEN))
@@ -447,6 +447,13 @@ def _bad_option(url: StoreUrl, exc: Exception) -> UnsupportedStoreError:
         f"cannot use {url}: {url.scrub(str(exc))} (check the URL's options: redis-py's "
         "connection options, and key_prefix)"
     )
+
+
+def _event(data: Any) -> Event:
+    """Returns a stored event read back as an ``Event`` (ADK imported only then)."""
+    from google.adk.events.event import Event
+
+    return Event.model_validate(data)
 
 
 async def open_redis_store(

@@ -20,12 +20,11 @@ engine) and by scan / repair (over an engine opened from a URL):
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from google.adk.events.event import Event
-from google.adk.sessions.schemas.v1 import StorageEvent
 from sqlalchemy import (
     String,
     Table,
@@ -84,6 +83,9 @@ from .prefilter import (
 from .streaming import grouped_sessions, server_chunks, sqlite_chunks
 from .urls import StoreUrl
 
+if TYPE_CHECKING:
+    from google.adk.events.event import Event
+
 __all__ = [
     "DATABASE_EVENTS_TABLE",
     "SqlTablesStore",
@@ -92,10 +94,32 @@ __all__ = [
     "insert_database_events_batch",
 ]
 
-DATABASE_EVENTS_TABLE: Table = cast(Table, StorageEvent.__table__)
-"""ADK's ``events`` table (schema "1"), with ADK's own column types."""
 
-_EVENTS = DATABASE_EVENTS_TABLE
+
+@functools.cache
+def _events_table() -> Table:
+    """ADK's ``events`` table, from ADK's own model: imported by the first write, not by a scan."""
+    from google.adk.sessions.schemas.v1 import StorageEvent
+
+    return cast(Table, StorageEvent.__table__)
+
+
+if TYPE_CHECKING:  # computed on first access, by __getattr__ below
+    DATABASE_EVENTS_TABLE: Table
+    """ADK's ``events`` table (schema "1"), with ADK's own column types."""
+
+
+def __getattr__(name: str) -> Any:
+    """Builds :data:`DATABASE_EVENTS_TABLE` on first use (it loads ADK's storage schema).
+
+    Raises:
+        AttributeError: Any other name.
+    """
+    if name == "DATABASE_EVENTS_TABLE":
+        return _events_table()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _EVENT_KEY = ("app_name", "user_id", "session_id", "id")
 _READ = Columns(("app_name", "user_id", "session_id", "id", "invocation_id", "timestamp",
                  "event_data"), tie="id", key_columns=True)
@@ -175,7 +199,7 @@ async def insert_database_events_batch(
     Returns:
         For each row, whether this call wrote it.
     """
-    return await insert_new_rows(conn, _EVENTS, rows, _EVENT_KEY)
+    return await insert_new_rows(conn, _events_table(), rows, _EVENT_KEY)
 
 
 _PG_RECHECK = text("""
@@ -237,19 +261,20 @@ async def recheck(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> Reche
             "all_sids": sorted({s.key.session_id for s in batch}),
         })
     else:
-        columns = (_EVENTS.c.app_name, _EVENTS.c.user_id, _EVENTS.c.session_id)
+        table = _events_table()
+        columns = (table.c.app_name, table.c.user_id, table.c.session_id)
 
         def near(sessions: Sequence[SessionHeals]) -> tuple[Any, ...]:
             return (
-                _EVENTS.c.session_id.in_({s.key.session_id for s in sessions}),
-                _EVENTS.c.app_name.in_({s.key.app_name for s in sessions}),
-                _EVENTS.c.user_id.in_({s.key.user_id for s in sessions}),
+                table.c.session_id.in_({s.key.session_id for s in sessions}),
+                table.c.app_name.in_({s.key.app_name for s in sessions}),
+                table.c.user_id.in_({s.key.user_id for s in sessions}),
             )
 
         # The row-reading part comes first: a UNION takes its result types
         # (here: the timestamp column's) from its first SELECT.
-        by_id = select(*columns, literal(0).label("events"), _EVENTS.c.id,
-                       _EVENTS.c.timestamp).where(*near(batch), _EVENTS.c.id.in_(ids))
+        by_id = select(*columns, literal(0).label("events"), table.c.id,
+                       table.c.timestamp).where(*near(batch), table.c.id.in_(ids))
         statement: Any = by_id
         if checking:
             statement = union_all(by_id, select(
@@ -442,12 +467,13 @@ class SqlTablesStore(SessionStore):
         self, conn: AsyncConnection, lost: Sequence[tuple[SessionKey, Any]]
     ) -> dict[str, Event]:
         stored: dict[str, Event] = {}
+        table = _events_table()
         for key, heal in lost:
-            statement = select(_EVENTS).where(
-                _EVENTS.c.app_name == key.app_name,
-                _EVENTS.c.user_id == key.user_id,
-                _EVENTS.c.session_id == key.session_id,
-                _EVENTS.c.id == heal.event_id,
+            statement = select(table).where(
+                table.c.app_name == key.app_name,
+                table.c.user_id == key.user_id,
+                table.c.session_id == key.session_id,
+                table.c.id == heal.event_id,
             )
             row = (await conn.execute(statement)).first()
             if row is not None:
@@ -463,15 +489,16 @@ class SqlTablesStore(SessionStore):
 async def _remove_one(conn: AsyncConnection, removal: Removal) -> RemoveOutcome:
     """Deletes one heal row of ours, if it still is one (inside the caller's transaction)."""
     key = removal.key
+    table = _events_table()
     where = (
-        _EVENTS.c.app_name == key.app_name,
-        _EVENTS.c.user_id == key.user_id,
-        _EVENTS.c.session_id == key.session_id,
-        _EVENTS.c.id == removal.event_id,
+        table.c.app_name == key.app_name,
+        table.c.user_id == key.user_id,
+        table.c.session_id == key.session_id,
+        table.c.id == removal.event_id,
     )
     try:
         data = (await conn.execute(
-            select(_EVENTS.c.event_data).where(*where).with_for_update())).first()
+            select(table.c.event_data).where(*where).with_for_update())).first()
     except ValueError:  # event_data that is not JSON: not a heal of ours
         return RemoveOutcome.KEPT
     if data is None:
@@ -480,11 +507,13 @@ async def _remove_one(conn: AsyncConnection, removal: Removal) -> RemoveOutcome:
     if not isinstance(event_data, dict) or not removable(STORED_JSON.heal_marker(event_data),
                                                          removal, event_data):
         return RemoveOutcome.KEPT
-    deleted = await conn.execute(delete(_EVENTS).where(*where))
+    deleted = await conn.execute(delete(table).where(*where))
     return RemoveOutcome.REMOVED if deleted.rowcount == 1 else RemoveOutcome.ABSENT
 
 
 def _to_event(row: Any) -> Event:
     """Returns the ``Event`` of an ``events`` row, as ``StorageEvent.to_event`` reads it."""
-    storage = StorageEvent(**{c.name: getattr(row, c.name) for c in _EVENTS.columns})
+    from google.adk.sessions.schemas.v1 import StorageEvent
+
+    storage = StorageEvent(**{c.name: getattr(row, c.name) for c in _events_table().columns})
     return storage.to_event()

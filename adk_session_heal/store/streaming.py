@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import inspect as pyinspect
 import json
@@ -35,13 +36,16 @@ from .urls import StoreUrl
 __all__ = ["grouped_sessions", "server_chunks", "sqlite_chunks", "sqlite_functions"]
 
 _FETCH = 2_000
-try:  # asyncpg's own errors, raised by the raw server-side cursor
-    from asyncpg import PostgresError as _PostgresError
 
-    _DRIVER_ERRORS: tuple[type[Exception], ...] = (_PostgresError,)
-except ImportError:  # pragma: no cover - the postgres extra is not installed
-    _DRIVER_ERRORS = ()
-_READ_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *_DRIVER_ERRORS)
+
+@functools.cache
+def _read_errors() -> tuple[type[Exception], ...]:
+    """What a server read may raise; asyncpg is imported only once a read has failed."""
+    try:  # asyncpg's own errors, raised by the raw server-side cursor
+        from asyncpg import PostgresError
+    except ImportError:  # pragma: no cover - the postgres extra is not installed
+        return SQLAlchemyError, OSError
+    return SQLAlchemyError, OSError, PostgresError
 
 
 def _decode_row(raw: Any, decoded: bool) -> dict[str, Any] | str:
@@ -229,5 +233,5 @@ async def server_chunks(
             )
             async for rows in result.partitions():
                 yield rows
-    except _READ_ERRORS as exc:
+    except _read_errors() as exc:
         raise translate_error(exc, url, "read") from exc

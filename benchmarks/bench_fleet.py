@@ -34,15 +34,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from servers import temporary_database  # noqa: E402
 from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_scan import database, filled, naive  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
 from adk_session_heal.bulk import scan  # noqa: E402
@@ -66,40 +66,6 @@ async def main():
 asyncio.run(main())
 """
 """The naive loop as an operator's script would run it (one process)."""
-
-
-@asynccontextmanager
-async def database(backend: str, directory: Path, name: str) -> AsyncIterator[Store]:
-    """A fresh database of the backend."""
-    if backend == "sqlite":
-        yield Store("db_sqlite", f"sqlite+aiosqlite:///{directory / name}.db")
-    else:
-        async with temporary_database("postgres" if backend == "postgres" else "mariadb") as url:
-            yield Store(backend, url)
-
-
-async def filled(store: Store, sessions: int, events: int, dead: float) -> None:
-    """Fills the store (400 distinct histories, reused cyclically)."""
-    distinct = bulk_histories(min(sessions, 400), events, dead)
-    await bulk_fill(store, [distinct[i % len(distinct)] for i in range(sessions)], chunk=500)
-
-
-async def naive_in_process(store: Store) -> float:
-    """list_sessions + get_session + classify through ADK's service; seconds."""
-    from google.adk.sessions import DatabaseSessionService
-
-    from adk_session_heal.findings import classify
-
-    service = DatabaseSessionService(store.url)
-    started = time.perf_counter()
-    listed = await service.list_sessions(app_name=APP, user_id=USER)
-    for s in listed.sessions:
-        session = await service.get_session(app_name=APP, user_id=USER, session_id=s.id)
-        assert session is not None
-        classify(session.events, now=NOW, stale_after=86400).dead  # noqa: B018
-    elapsed = time.perf_counter() - started
-    await service.close()
-    return elapsed
 
 
 async def scan_in_process(store: Store, *, prefilter: str) -> tuple[float, int, int]:
@@ -141,7 +107,7 @@ async def bench_size(backend: str, size: int, args: argparse.Namespace,
     lines = []
     async with database(backend, directory, f"scan{size}") as store:
         await filled(store, size // args.events, args.events, args.dead)
-        t_naive = await naive_in_process(store)
+        t_naive = await naive(store)
         t_pre = t_full = float("inf")
         events = dead = 0
         for _ in range(args.repeat):

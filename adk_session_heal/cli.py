@@ -250,6 +250,8 @@ def _fleet(command: F) -> F:
         "--prefilter", "prefilter", flag_value="always",
         help="Use the SQL prefilter on MySQL/MariaDB too (measured slower there).",
     )(command)
+    # The default needs a flag of its own: click 8.1 reads a string default on either
+    # flag above as that flag's value (so no flag would mean --full-scan).
     command = click.option("--auto-prefilter", "prefilter", flag_value="auto", default=True,
                            hidden=True)(command)
     return click.option(

@@ -23,6 +23,12 @@ Python classifies only those. A session is a candidate when any of these holds:
   sorting strictly after the call (ADK's attribution rule then pairs them and
   nothing is dead, pending, orphaned or duplicated).
 
+That last check is the SQL form of
+:func:`~adk_session_heal.pairing.answered_once`, made stricter (answers in a
+later row, not just a later step); it only decides which sessions Python reads:
+every finding still comes from :func:`~adk_session_heal.findings.classify` and
+:func:`~adk_session_heal.pairing.pair`, the one pairing.
+
 Anything the checks cannot read makes the session a candidate: the prefilter
 may send a clean session to Python, never keep a finding from it. Ids are
 compared byte for byte, as Python compares them. The differential tests

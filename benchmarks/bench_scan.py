@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ async def floor(store: Store, *, classify_too: bool) -> float:
     sql = f"SELECT session_id, event_data FROM events {ORDER}"
     if store.kind == "db_sqlite":
         assert store.sqlite_path is not None
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db:
             rows: Any = db.execute(sql)
             if classify_too:
                 for _, group in groupby(rows, key=lambda r: r[0]):

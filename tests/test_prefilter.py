@@ -21,6 +21,7 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def _answered() -> History:
 async def _rewrite(store: Store, session_id: str, event_id: str, value: str) -> None:
     """Stores ``value`` as the row's ``event_data``, natively."""
     if store.sqlite_path is not None:
-        with sqlite3.connect(store.sqlite_path) as db:
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             db.execute("UPDATE events SET event_data = ? WHERE session_id = ? AND id = ?",
                        (value, session_id, event_id))
         return

@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .errors import LedgerError, StoreError
@@ -48,6 +48,7 @@ from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import SessionFindings, classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
+from .incremental import Since, Watermark, scope_of, settled, since_column, watermark_of
 from .late_results import late_results
 from .observe import report_heal, report_removal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
@@ -57,8 +58,13 @@ from .session_key import SessionKey
 from .store import DamagedRow, Layout, SessionFilter, SessionStore, open_store
 from .store.base import Removal, RemovalReason, RemoveOutcome, StoredSession
 from .store.engines import TimeoutArg
-from .store.ledger import missing_ledger_message, open_heal_ledger
-from .store.ledger_table import REMOVALS_REVISIONS, RUNS_REVISIONS, TOOL_RUNS_REVISIONS
+from .store.ledger import SqlHealLedger, missing_ledger_message, open_heal_ledger
+from .store.ledger_table import (
+    INCREMENTAL_REVISIONS,
+    REMOVALS_REVISIONS,
+    RUNS_REVISIONS,
+    TOOL_RUNS_REVISIONS,
+)
 from .store.redis_tool_runs import RedisToolRunLedger
 from .store.tool_runs import SqlToolRunLedger
 from .store.urls import StoreUrl
@@ -159,15 +165,24 @@ async def _plan(
     tool_runs: ToolRunReader | None = None,
     prefilter: PrefilterMode = "auto",
     run_id: str | None = None,
+    since: float | None = None,
+    incremental: bool = False,
 ) -> tuple[ScanReport, list[SessionHeals]]:
     """Scans ``store``; with a ``policy``, also plans the heals of every session.
 
     With ``tool_runs`` (the store's tool-run ledger), the unanswered calls of a
     session are corrected by their records (:func:`~adk_session_heal.findings.with_tool_runs`):
     one read per session holding such calls. The database picks the sessions to
-    classify as ``prefilter`` says (see :func:`_sessions`).
+    classify as ``prefilter`` says (see :func:`_sessions`). With ``since`` or
+    ``incremental``, only the sessions that changed (and, incremental, those
+    left unsettled) are read (:func:`_changes`); an incremental report carries
+    the state to save once the run is complete.
     """
-    report = ScanReport(str(store), store.layout.value, now, stale_after, clock_skew=clock_skew)
+    where, mark = await _changes(store, where, since=since, incremental=incremental,
+                                 clock_skew=clock_skew, now=now)
+    report = ScanReport(str(store), store.layout.value, now, stale_after, clock_skew=clock_skew,
+                        since=None if where.since is None else where.since.after,
+                        incremental=mark)
     report.sessions_scanned = await store.count_sessions(where)
     if progress is not None:
         progress.start(report.sessions_scanned)
@@ -180,10 +195,12 @@ async def _plan(
         streamed.events += rows
         heals: SessionHeals | None = None
         damaged = stored.damaged
+        unsettled = True
         if not damaged:
             try:
                 findings = await classify_stored(stored, tool_runs, now=now,
                                                  stale_after=stale_after, clock_skew=clock_skew)
+                unsettled = mark is not None and not settled(findings)
                 if policy is not None and findings.needs_healing:
                     heals = plan_session(
                         stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
@@ -197,6 +214,9 @@ async def _plan(
                         for late in late_results(stored.events, STORED_JSON))
             except (TypeError, AttributeError, ValueError) as exc:
                 damaged = _malformed_rows(stored.events, exc)
+                unsettled = True
+        if mark is not None and unsettled:
+            mark.unsettled.append(key)
         if damaged:
             report.add_damaged(key, rows, damaged)
         elif heals is not None:
@@ -210,6 +230,55 @@ async def _plan(
     if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
         raise StoreError(_unreadable_message(store, report))
     return report, planned
+
+
+async def _changes(
+    store: SessionStore, where: SessionFilter, *, since: float | None, incremental: bool,
+    clock_skew: float, now: float,
+) -> tuple[SessionFilter, Watermark | None]:
+    """Restricts ``where`` to what changed: ``since`` a time, or since the last incremental run.
+
+    The watermark is read before any session (see :mod:`~adk_session_heal.incremental`);
+    both bounds are moved ``clock_skew`` earlier.
+
+    Raises:
+        ValueError: Both are asked for, or ``incremental`` with a session filter.
+        UnsupportedStoreError: The layout keeps no update time to filter on.
+        LedgerError: ``incremental`` and the ledger is below revision ``0005``.
+    """
+    if since is not None and incremental:
+        raise ValueError("--since and --incremental both choose what to read: pass one")
+    if since is None and not incremental:
+        return where, None
+    if incremental:
+        scope = scope_of(where)
+        newest = await store.newest_update(where)
+        if (revision := await store.ledger_revision()) not in INCREMENTAL_REVISIONS:
+            raise LedgerError(missing_ledger_message(store, revision))
+        assert store.url is not None
+        ledger = SqlHealLedger.from_url(store.url)
+        try:
+            previous = await ledger.watermark(scope)
+        finally:
+            await ledger.close()
+        mark = Watermark(scope, previous, watermark_of(newest, now))
+        if previous is None:
+            return where, mark
+        return replace(where, since=Since(previous - clock_skew, recheck=scope)), mark
+    assert since is not None
+    await store.newest_update(where)  # the same one line where there is no update time
+    after = since_column(since, naive=store.layout is Layout.DATABASE) - clock_skew
+    return replace(where, since=Since(after)), None
+
+
+async def _save_watermark(url: StoreUrl, mark: Watermark, now: float,
+                          timeout: TimeoutArg) -> None:
+    """Records an incremental run's state, once the run is complete."""
+    ledger = SqlHealLedger.from_url(url, timeout=timeout)
+    try:
+        await ledger.save_watermark(mark, now)
+    finally:
+        await ledger.close()
 
 
 @dataclass(slots=True)
@@ -444,6 +513,8 @@ async def scan(
     progress: ScanProgress | None = None,
     timeout: TimeoutArg = None,
     prefilter: PrefilterMode = "auto",
+    since: float | None = None,
+    incremental: bool = False,
 ) -> ScanReport:
     """Scans an ADK session database, read-only.
 
@@ -466,6 +537,12 @@ async def scan(
             where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
             engine has one (MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
+        since: Read only the sessions updated from this time (POSIX seconds)
+            on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
+        incremental: Read only what changed since this scope's last
+            incremental run, and what it left unsettled; the first run reads
+            everything. The state is saved once the run is complete (the
+            ledger must be at revision ``0005``).
 
     Returns:
         The report.
@@ -476,11 +553,15 @@ async def scan(
     store = await open_store(url, timeout=timeout)
     try:
         async with tool_runs_of(store, timeout) as tool_runs:
+            clock = time.time() if now is None else now
             report, _ = await _plan(
-                store, where or SessionFilter(), None, now=time.time() if now is None else now,
+                store, where or SessionFilter(), None, now=clock,
                 stale_after=stale_after, clock_skew=clock_skew, progress=progress,
-                tool_runs=tool_runs, prefilter=prefilter,
+                tool_runs=tool_runs, prefilter=prefilter, since=since, incremental=incremental,
             )
+        if report.incremental is not None:
+            assert store.url is not None
+            await _save_watermark(store.url, report.incremental, clock, timeout)
         return report
     finally:
         await store.close()
@@ -495,6 +576,8 @@ async def plan_repair(
     progress: ScanProgress | None = None,
     timeout: TimeoutArg = None,
     prefilter: PrefilterMode = "auto",
+    since: float | None = None,
+    incremental: bool = False,
 ) -> RepairPlan:
     """Scans a session database and plans the heal of every dead call; writes nothing.
 
@@ -514,6 +597,12 @@ async def plan_repair(
             where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
             engine has one (MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
+        since: Read only the sessions updated from this time (POSIX seconds)
+            on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
+        incremental: Read only what changed since this scope's last
+            incremental run, and what it left unsettled; the first run reads
+            everything. The state is saved once the run is complete (the
+            ledger must be at revision ``0005``).
 
     Returns:
         The plan, to print or to pass to :func:`apply_plan`.
@@ -531,6 +620,7 @@ async def plan_repair(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
                 progress=progress, tool_runs=tool_runs, prefilter=prefilter, run_id=run_id,
+                since=since, incremental=incremental,
             )
     finally:
         await store.close()
@@ -599,7 +689,10 @@ async def apply_plan(
     try:
         if ledger:
             await _check_ledger(store)
-        return await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
+        report = await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
+        if plan.scan.incremental is not None:
+            await _save_watermark(plan.url, plan.scan.incremental, time.time(), timeout)
+        return report
     finally:
         await store.close()
 
@@ -617,6 +710,8 @@ async def repair(
     on_heal: Callable[[HealRecord], object] | None = None,
     timeout: TimeoutArg = None,
     prefilter: PrefilterMode = "auto",
+    since: float | None = None,
+    incremental: bool = False,
 ) -> RepairReport:
     """Heals every dead call in a session database: :func:`plan_repair` + :func:`apply_plan`.
 
@@ -640,6 +735,12 @@ async def repair(
             where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
             engine has one (MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
+        since: Read only the sessions updated from this time (POSIX seconds)
+            on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
+        incremental: Read only what changed since this scope's last
+            incremental run, and what it left unsettled; the first run reads
+            everything. The state is saved once the run is complete (the
+            ledger must be at revision ``0005``).
 
     Returns:
         The report, with one entry per synthetic event.
@@ -660,12 +761,17 @@ async def repair(
                 store, where or SessionFilter(), policy, now=clock,
                 stale_after=policy.stale_after_seconds, clock_skew=policy.clock_skew_seconds,
                 progress=progress, tool_runs=tool_runs, prefilter=prefilter, run_id=run_id,
+                since=since, incremental=incremental,
             )
         assert store.url is not None
         plan = RepairPlan(store.url, report, tuple(sessions), clock, run_id)
         if dry_run:
             return RepairReport.dry(plan.scan, plan.heals)
-        return await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
+        repaired = await _apply(store, plan, ledger=ledger, batch_size=batch_size,
+                                on_heal=on_heal)
+        if report.incremental is not None:
+            await _save_watermark(store.url, report.incremental, time.time(), timeout)
+        return repaired
     finally:
         await store.close()
 

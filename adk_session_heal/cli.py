@@ -40,6 +40,7 @@ import json
 import logging
 import re
 import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the rest is imported where used: `--help` loads no ADK, ric
     from .heal_record import HealRecord
     from .scan_report import CallEntry, RepairReport, ScanReport, SupersededEntry
     from .shards import Shard
+    from .store import SessionFilter
     from .store.urls import StoreUrl
 
 __all__ = ["URL_ENV", "main", "parse_duration"]
@@ -238,8 +240,35 @@ def _shard(_ctx: click.Context, _param: click.Parameter, value: str | None) -> S
         raise click.BadParameter(str(exc)) from exc
 
 
+def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    from .incremental import parse_since
+    try:
+        return None if value is None else parse_since(value, time.time())
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _changed_only(where: SessionFilter, since: float | None, incremental: bool) -> None:
+    """Refuses ``--since`` with ``--incremental``, and ``--incremental`` with ``--session``."""
+    if since is not None and incremental:
+        raise CliError("--since and --incremental both choose what to read: pass one")
+    if incremental and where.session_id is not None:
+        raise CliError("--incremental scans many sessions: it does not go with --session")
+
+
 def _fleet(command: F) -> F:
-    """``--shard``, ``--full-scan`` and ``--prefilter``: how scan and repair read a store."""
+    """``--shard``, ``--full-scan``, ``--prefilter``, ``--incremental``, ``--since``."""
+    command = click.option(
+        "--since", callback=_since, metavar="WHEN",
+        help="Only sessions updated since WHEN (a duration such as 2h or 3d, or an ISO 8601 "
+        "time), as stored in sessions.update_time, less --clock-skew.",
+    )(command)
+    command = click.option(
+        "--incremental", is_flag=True,
+        help="Only sessions updated since this app/user/shard's last --incremental run, and "
+        "those it left unsettled (a first run reads all); saves the new state in the ledger "
+        "(revision 0005: db upgrade).",
+    )(command)
     command = click.option(
         "--full-scan", "prefilter", flag_value="never",
         help="Classify every session in Python instead of letting the database pick the "
@@ -537,8 +566,8 @@ def main() -> None:
 @_timeout
 @_output_format
 def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                 shard: Shard | None, prefilter: PrefilterMode, older_than: float,
-                 clock_skew: float,
+                 shard: Shard | None, prefilter: PrefilterMode, incremental: bool,
+                 since: float | None, older_than: float, clock_skew: float,
                  timeout: float | None, output: str) -> None:
     """Report dead tool calls, and the in-flight and pending ones, read-only.
 
@@ -552,10 +581,11 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     from .scan_report import SCAN_COLUMNS
     from .store import SessionFilter
     where = SessionFilter(app_name, user_id, session_id, shard)
+    _changed_only(where, since, incremental)
     with _progress(output) as progress:
         report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
                            progress=_scan_bar(progress), timeout=timeout,
-                           prefilter=prefilter))
+                           prefilter=prefilter, since=since, incremental=incremental))
     if output == "table":
         _print_scan_tables(_console(), report)
     else:
@@ -586,10 +616,10 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
 @_timeout
 @_output_format
 def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                   shard: Shard | None, prefilter: PrefilterMode, older_than: float,
-                   clock_skew: float, dry_run: bool, yes: bool, no_ledger: bool,
-                   batch_size: int, undo_run: str | None, timeout: float | None,
-                   output: str) -> None:
+                   shard: Shard | None, prefilter: PrefilterMode, incremental: bool,
+                   since: float | None, older_than: float, clock_skew: float, dry_run: bool,
+                   yes: bool, no_ledger: bool, batch_size: int, undo_run: str | None,
+                   timeout: float | None, output: str) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
@@ -615,18 +645,21 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         raise CliError("repair writes to the database: pass --yes to confirm "
                        "(or --dry-run to see what it would write)")
     if undo_run is not None:
-        if no_ledger or where != SessionFilter():
+        if no_ledger or where != SessionFilter() or incremental or since is not None:
             raise CliError("--undo takes back a whole run, recorded in the ledger: it goes "
-                           "with neither --no-ledger nor --app/--user/--session/--shard")
+                           "with neither --no-ledger nor --app/--user/--session/--shard/"
+                           "--incremental/--since")
         _undo(url, undo_run, dry_run=dry_run, yes=yes, batch_size=batch_size, timeout=timeout,
               output=output)
         return
+    _changed_only(where, since, incremental)
     if not dry_run:
         _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
     with _progress(output) as progress:
         plan: RepairPlan = _run(plan_repair(url, where=where, policy=policy,
                                             progress=_scan_bar(progress), timeout=timeout,
-                                            prefilter=prefilter))
+                                            prefilter=prefilter, since=since,
+                                            incremental=incremental))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:

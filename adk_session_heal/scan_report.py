@@ -105,6 +105,7 @@ from .adk_compat import readable_event_data
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
 from .heal_record import HealRecord
 from .healing import Heal
+from .incremental import Watermark, column_text
 from .json_version import JSON_FORMAT
 from .late_results import LateResult
 from .runs import RepairRun
@@ -352,6 +353,9 @@ class ScanReport:
         clock_skew: Seconds added to ``stale_after`` for other hosts' clocks.
         superseded_heals: Heals of ours a late real response superseded
             (repair takes them back out).
+        since: The earliest ``update_time`` read (column seconds, see
+            :mod:`~adk_session_heal.incremental`); ``None``: every session.
+        incremental: The incremental run's state (``None``: not incremental).
     """
 
     url: str
@@ -370,6 +374,8 @@ class ScanReport:
     damaged_rows: list[DamagedEntry] = field(default_factory=list)
     clock_skew: float = 0.0
     superseded_heals: list[SupersededEntry] = field(default_factory=list)
+    since: float | None = None
+    incremental: Watermark | None = None
 
     @property
     def needs_healing(self) -> bool:
@@ -416,7 +422,19 @@ class ScanReport:
             f"({self.damaged_sessions} sessions skipped whole)"
             + (f", {c['superseded_heals']} heals superseded by a late result (repair takes "
                "them back)" if c["superseded_heals"] else "")
+            + self._changed_only()
         )
+
+    def _changed_only(self) -> str:
+        """The summary's note on an incremental or ``--since`` scan (``""`` for a full one)."""
+        if self.incremental is not None and self.since is None:
+            return "; incremental: first run of this scope, every session read"
+        if self.since is None:
+            return ""
+        since = f"only sessions updated from {column_text(self.since)} on (as stored)"
+        if self.incremental is None:
+            return f"; {since}"
+        return f"; incremental: {since} and those the last run left unsettled"
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Yields one JSON object per listed entry, its list named in ``kind`` (see above)."""
@@ -506,6 +524,8 @@ class ScanReport:
             "damaged_sessions": self.damaged_sessions,
             "damaged_rows": [d.to_json() for d in self.damaged_rows],
             "superseded_heals": [h.to_json() for h in self.superseded_heals],
+            **({} if self.since is None else {"since": column_text(self.since)}),
+            **({} if self.incremental is None else {"incremental": self.incremental.to_json()}),
         }
 
 

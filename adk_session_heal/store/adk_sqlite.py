@@ -17,12 +17,14 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
 from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
+from ..incremental import column_seconds
 from ..session_key import SessionKey
 from .base import (
     Layout,
@@ -212,10 +214,21 @@ class AdkSqliteStore(SessionStore):
 
     async def count_sessions(self, where: SessionFilter) -> int:
         """Returns how many sessions match."""
-        clause, params = where.where("id", "sqlite")
+        clause, params = where.where("id", "sqlite", epoch_times=True)
         return await self._count(f"SELECT count(*) FROM sessions{clause}", params)
 
-    async def _count(self, sql: str, params: dict[str, str]) -> int:
+    async def newest_update(self, where: SessionFilter) -> float | None:
+        """Returns the matching sessions' newest ``update_time`` (POSIX seconds)."""
+        clause, params = replace(where, since=None).where("id", "sqlite", epoch_times=True)
+        try:
+            async with self._connect(False) as db, db.execute(
+                    f"SELECT max(update_time) FROM sessions{clause}", params) as cursor:
+                row = await cursor.fetchone()
+                return column_seconds(row[0]) if row else None
+        except sqlite3.Error as exc:
+            raise self._error(exc, "read") from exc
+
+    async def _count(self, sql: str, params: dict[str, Any]) -> int:
         try:
             async with self._connect(False) as db, db.execute(sql, params) as cursor:
                 row = await cursor.fetchone()
@@ -225,7 +238,7 @@ class AdkSqliteStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
-        clause, params = where.where("session_id", "sqlite")
+        clause, params = where.where("session_id", "sqlite", epoch_times=True)
         sql = (
             f"SELECT {', '.join(_READ.select)} FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
@@ -242,11 +255,11 @@ class AdkSqliteStore(SessionStore):
         """
         if self.url is None:
             return None
-        clause, params = where.where("session_id", "sqlite")
+        clause, params = where.where("session_id", "sqlite", epoch_times=True)
         total = await self._count(f"SELECT count(*) FROM events{clause}", params)
         return total, self._stream(candidates_query("sqlite", _READ, clause), params)
 
-    async def _stream(self, sql: str, params: dict[str, str]) -> AsyncIterator[StoredSession]:
+    async def _stream(self, sql: str, params: dict[str, Any]) -> AsyncIterator[StoredSession]:
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
         async for stored in grouped_sessions(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
 from ..errors import UnsupportedStoreError
 from ..healing import Heal, SessionHeals, event_digest
+from ..incremental import UNSETTLED_TABLE_NAME, Since, column_text, scope_id
 from ..session_key import SessionKey
 from ..shards import Shard
 from .urls import StoreUrl
@@ -77,27 +78,37 @@ class Layout(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SessionFilter:
-    """Restricts a scan to one app, user or session, or to one shard (``None`` = all)."""
+    """Restricts a scan to one app, user or session, to one shard, or to what changed.
+
+    ``None`` means all; ``since`` (:class:`~adk_session_heal.incremental.Since`)
+    keeps the sessions updated from a point on, and a scope's unsettled ones
+    (SQL stores only).
+    """
 
     app_name: str | None = None
     user_id: str | None = None
     session_id: str | None = None
     shard: Shard | None = None
+    since: Since | None = None
 
-    def where(self, session_column: str, dialect: str | None = None) -> tuple[str, dict[str, str]]:
+    def where(
+        self, session_column: str, dialect: str | None = None, *, epoch_times: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         """Returns a SQL ``WHERE`` clause (or ``""``) and its bound parameters.
 
         Args:
             session_column: The session id's column: ``"session_id"`` in
                 ``events``, ``"id"`` in ``sessions``.
             dialect: The engine's SQLAlchemy dialect name (needed for a shard,
-                see :meth:`~adk_session_heal.shards.Shard.sql`).
+                see :meth:`~adk_session_heal.shards.Shard.sql`, and for ``since``).
+            epoch_times: ``sessions.update_time`` holds POSIX seconds
+                (``SqliteSessionService``), not a ``DATETIME``.
 
         Raises:
             ValueError: A shard is asked for without a dialect that can compute it.
         """
         clauses: list[str] = []
-        params: dict[str, str] = {}
+        params: dict[str, Any] = {}
         for column, name, value in (("app_name", "app_name", self.app_name),
                                     ("user_id", "user_id", self.user_id),
                                     (session_column, "session_id", self.session_id)):
@@ -106,6 +117,9 @@ class SessionFilter:
                 params[name] = value
         if self.shard is not None:
             clauses.append(self.shard.sql(dialect or "", session_column))
+        if self.since is not None:
+            clauses.append(_changed(self.since, session_column, dialect or "", epoch_times,
+                                    params))
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def holds(self, key: SessionKey) -> bool:
@@ -114,6 +128,39 @@ class SessionFilter:
                 and (self.user_id is None or self.user_id == key.user_id)
                 and (self.session_id is None or self.session_id == key.session_id)
                 and (self.shard is None or self.shard.holds(key)))
+
+
+def _changed(since: Since, session_column: str, dialect: str, epoch_times: bool,
+             params: dict[str, Any]) -> str:
+    """The clause keeping sessions updated from ``since.after`` on, or left unsettled.
+
+    Over ``sessions`` (``session_column == "id"``) it reads ``update_time``
+    directly; over ``events`` through the event's session row.
+    """
+    if epoch_times:
+        params["since_after"] = since.after
+        bound = ":since_after"
+    else:
+        params["since_after"] = column_text(since.after)
+        bound = ("CAST(CAST(:since_after AS TEXT) AS TIMESTAMP)" if dialect == "postgresql"
+                 else ":since_after")
+    on_sessions = session_column == "id"
+    owner = "sessions" if on_sessions else "events"
+    time = "sessions.update_time" if on_sessions else "heal_s.update_time"
+    changed = f"{time} >= {bound}"
+    if dialect == "sqlite" and not epoch_times:  # a number sorts before any text in SQLite
+        changed = f"(typeof({time}) <> 'text' OR {changed})"
+    if not on_sessions:
+        changed = ("EXISTS (SELECT 1 FROM sessions heal_s WHERE heal_s.app_name = "
+                   "events.app_name AND heal_s.user_id = events.user_id AND heal_s.id = "
+                   f"events.session_id AND {changed})")
+    if since.recheck is None:
+        return changed
+    params["since_scope"] = scope_id(since.recheck)
+    return (f"({changed} OR EXISTS (SELECT 1 FROM {UNSETTLED_TABLE_NAME} heal_u "
+            f"WHERE heal_u.scope_id = :since_scope AND heal_u.app_name = {owner}.app_name "
+            f"AND heal_u.user_id = {owner}.user_id "
+            f"AND heal_u.session_id = {owner}.{session_column}))")
 
 
 class DamagedRow(NamedTuple):
@@ -315,6 +362,21 @@ class SessionStore:
             everything).
         """
         return None
+
+    async def newest_update(self, where: SessionFilter) -> float | None:
+        """Returns the newest ``update_time`` of the matching sessions, in column seconds.
+
+        What an incremental run records as its watermark
+        (:mod:`adk_session_heal.incremental`); ``where.since`` is ignored.
+
+        Raises:
+            UnsupportedStoreError: The layout keeps no update time a query can
+                read (Redis, in-memory, any other service): scan it whole.
+        """
+        raise UnsupportedStoreError(
+            f"{self} keeps no update time a query can filter on: --incremental and --since "
+            "need ADK's SQL storage (DatabaseSessionService or SqliteSessionService); scan it "
+            "whole")
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's migration revision, or ``None`` if absent."""

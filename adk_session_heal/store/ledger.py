@@ -33,6 +33,10 @@ Revision ``0004`` records repair runs (:mod:`adk_session_heal.runs`): a third
 table, ``adk_session_heal_runs``, and the run id on each heal and removal row
 a run wrote, which :func:`~adk_session_heal.undo.undo` reads back
 (:meth:`SqlHealLedger.run_heals`).
+
+Revision ``0005`` keeps the state of incremental scans
+(:mod:`adk_session_heal.incremental`): :meth:`SqlHealLedger.watermark` and
+:meth:`SqlHealLedger.save_watermark`.
 """
 
 from __future__ import annotations
@@ -50,18 +54,22 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import LedgerError
 from ..heal_record import HealRecord
+from ..incremental import Watermark, scope_id
 from ..runs import RepairRun, run_from_row, run_row, undone_run, with_counts
 from ..session_key import SessionKey
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .ledger_table import (
     HEAL_LEDGER_REVISIONS,
+    INCREMENTAL_REVISIONS,
     LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
     RUNS_REVISIONS,
     RUNS_TABLE,
+    UNSETTLED_TABLE,
+    WATERMARKS_TABLE,
     base_columns,
     insert_ledger_rows,
     ledger_row,
@@ -333,6 +341,46 @@ class SqlHealLedger:
                 table.c.reason == "undo", table.c.detail == json.dumps([run_id])))
             return {(SessionKey(r.app_name, r.user_id, r.session_id), r.synthetic_event_id)
                     for r in result}
+
+    async def watermark(self, scope: str) -> float | None:
+        """Returns the watermark a scope's last incremental run recorded (``None``: none).
+
+        Raises:
+            LedgerError: The ledger is below revision ``0005`` (run ``db upgrade``).
+        """
+        await self.check(INCREMENTAL_REVISIONS)
+        table = WATERMARKS_TABLE
+        try:
+            async with self.engine.connect() as conn:
+                found = (await conn.execute(select(table.c.watermark).where(
+                    table.c.scope_id == scope_id(scope)))).scalar_one_or_none()
+        except SQLAlchemyError as exc:
+            raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
+        return None if found is None else float(found)
+
+    async def save_watermark(self, mark: Watermark, run_at: float) -> None:
+        """Records an incremental run's watermark and unsettled sessions, in one transaction.
+
+        The scope's previous state is replaced whole; a run killed before this
+        commits leaves the previous state, so the next run reads more, never less.
+
+        Raises:
+            LedgerError: The ledger is below revision ``0005`` (run ``db upgrade``).
+        """
+        key = scope_id(mark.scope)
+        marks, unsettled = WATERMARKS_TABLE, UNSETTLED_TABLE
+        rows = [{"scope_id": key, "app_name": k.app_name, "user_id": k.user_id,
+                 "session_id": k.session_id} for k in dict.fromkeys(mark.unsettled)]
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(delete(marks).where(marks.c.scope_id == key))
+                await conn.execute(delete(unsettled).where(unsettled.c.scope_id == key))
+                await conn.execute(insert(marks).values(scope_id=key, scope=mark.scope,
+                                                        watermark=mark.value, run_at=run_at))
+                for start in range(0, len(rows), 1000):
+                    await conn.execute(insert(unsettled), rows[start:start + 1000])
+        except SQLAlchemyError as exc:
+            raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
 
     async def history(
         self,

@@ -21,6 +21,11 @@ Revision ``0004`` adds repair runs (:mod:`adk_session_heal.undo`): the
 ``event_digest`` (:func:`~adk_session_heal.healing.event_digest` of the row
 the run stored, so an undo takes out only rows still exactly as written), and
 each removal row's ``run_id``.
+
+Revision ``0005`` adds the state of incremental scans
+(:mod:`adk_session_heal.incremental`): each scope's watermark
+(:data:`WATERMARKS_TABLE`) and the sessions its last run left unsettled
+(:data:`UNSETTLED_TABLE`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..heal_record import HealRecord, HealTrigger
 from ..healing import event_digest
+from ..incremental import UNSETTLED_TABLE_NAME, WATERMARKS_TABLE_NAME
 from .dialects import insert_new_rows
 
 if TYPE_CHECKING:
@@ -56,12 +62,15 @@ __all__ = [
     "LEDGER_HEAD_REVISION",
     "LEDGER_TABLE",
     "LEDGER_TABLE_NAME",
+    "INCREMENTAL_REVISIONS",
     "LEDGER_VERSION_TABLE",
     "REMOVALS_REVISIONS",
     "REMOVALS_TABLE",
     "RUNS_REVISIONS",
     "RUNS_TABLE",
     "TOOL_RUNS_REVISIONS",
+    "UNSETTLED_TABLE",
+    "WATERMARKS_TABLE",
     "base_columns",
     "heal_ledger_row",
     "insert_ledger_rows",
@@ -79,10 +88,10 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
 """Name of the table where this package's migrations keep their revision."""
 
-LEDGER_HEAD_REVISION = "0004"
+LEDGER_HEAD_REVISION = "0005"
 """The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 
-HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
+HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005"})
 """Revisions at which the heal ledger table is one this code reads and writes.
 
 ``0002`` added the tool-run table and ``0003`` the removals table, both
@@ -90,14 +99,18 @@ leaving the heal ledger as ``0001`` made it; ``0004`` added columns the
 wrapper's rows leave at their defaults. So a database not yet upgraded keeps
 recording the wrapper's heals (``repair`` needs :data:`RUNS_REVISIONS`)."""
 
-TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004"})
+TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004", "0005"})
 """Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
 
-REMOVALS_REVISIONS = frozenset({"0003", "0004"})
+REMOVALS_REVISIONS = frozenset({"0003", "0004", "0005"})
 """Revisions at which the removals table (:data:`REMOVALS_TABLE`) exists."""
 
-RUNS_REVISIONS = frozenset({"0004"})
+RUNS_REVISIONS = frozenset({"0004", "0005"})
 """Revisions at which repair runs are recorded (:data:`RUNS_TABLE`, the ``run_id`` columns)."""
+
+INCREMENTAL_REVISIONS = frozenset({"0005"})
+"""Revisions at which incremental runs keep their state (:data:`WATERMARKS_TABLE`,
+:data:`UNSETTLED_TABLE`)."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
@@ -164,6 +177,29 @@ RUNS_TABLE = Table(
 so); ``kept`` counts the rows an undo left in place. What a run wrote and took
 out is counted from its heal and removal rows, which commit with the rows
 themselves."""
+
+WATERMARKS_TABLE = Table(
+    WATERMARKS_TABLE_NAME,
+    _metadata,
+    Column("scope_id", String(40), primary_key=True),
+    Column("scope", Text, nullable=False),
+    Column("watermark", Double, nullable=False),
+    Column("run_at", Double, nullable=False),
+)
+"""The watermarks table (revision ``0005``): one row per incremental scope.
+
+``watermark`` is in column seconds (:mod:`adk_session_heal.incremental`);
+``run_at`` is the clock of the run that recorded it."""
+
+UNSETTLED_TABLE = Table(
+    UNSETTLED_TABLE_NAME,
+    _metadata,
+    Column("scope_id", String(40), primary_key=True),
+    Column("app_name", String(_KEY), primary_key=True),
+    Column("user_id", String(_KEY), primary_key=True),
+    Column("session_id", String(_KEY), primary_key=True),
+)
+"""The unsettled table (revision ``0005``): the sessions a scope's last run left unsettled."""
 
 _RUN_COLUMNS = frozenset({"run_id", "event_digest"})
 

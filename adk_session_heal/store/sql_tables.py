@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
@@ -46,6 +46,7 @@ from ..adk_compat import timestamp_to_column
 from ..errors import LedgerError, StoreError
 from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
+from ..incremental import column_seconds
 from ..session_key import SessionKey
 from .base import (
     Layout,
@@ -329,7 +330,18 @@ class SqlTablesStore(SessionStore):
         clause, params = where.where("id", self.engine.dialect.name)
         return await self._count(f"SELECT count(*) FROM sessions{clause}", params)
 
-    async def _count(self, sql: str, params: dict[str, str]) -> int:
+    async def newest_update(self, where: SessionFilter) -> float | None:
+        """Returns the matching sessions' newest ``update_time`` (column seconds)."""
+        clause, params = replace(where, since=None).where("id", self.engine.dialect.name)
+        try:
+            async with self.engine.connect() as conn:
+                result = await conn.execute(
+                    text(f"SELECT max(update_time) FROM sessions{clause}"), params)
+                return column_seconds(result.scalar_one())
+        except SQLAlchemyError as exc:
+            raise self._error(exc, "read") from exc
+
+    async def _count(self, sql: str, params: dict[str, Any]) -> int:
         try:
             async with self.engine.connect() as conn:
                 result = await conn.execute(text(sql), params)

@@ -296,12 +296,17 @@ async def _sessions(
     """Yields the sessions to classify: the prefilter's candidates, or every session.
 
     The prefilter (:meth:`SessionStore.candidates`) is used as ``prefilter``
-    says; a prefilter query the database refuses before its first session (an
-    engine without the JSON functions it needs) falls back to the full scan,
-    with a warning.
+    says (``"auto"`` skips it when ``where.since`` keeps only changed
+    sessions); a prefilter query the database refuses before its first
+    session (an engine without the JSON functions it needs) falls back to the
+    full scan, with a warning.
     """
     if prefilter not in ("auto", "always", "never"):
         raise ValueError(f"prefilter={prefilter!r}: use 'auto', 'always' or 'never'")
+    if prefilter == "auto" and where.since is not None:
+        # Few sessions changed: reading them whole beat the prefilter's query over
+        # them (SQLite, 100k events, 91 sessions: 0.11 s against 0.24 s).
+        prefilter = "never"
     found = None if prefilter == "never" else await store.candidates(
         where, everywhere=prefilter == "always")
     if found is not None:

@@ -347,3 +347,30 @@ async def test_cli_incremental_refuses_redis_in_one_line() -> None:
         url = f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}"
         assert_one_line_error(cli("scan", url, "--incremental"), "scan it whole")
         assert_one_line_error(cli("repair", url, "--since", "1h", "--yes"), "scan it whole")
+
+
+class _FailMidway:
+    """A scan's progress receiver that fails after the first session (an interrupted run)."""
+
+    def start(self, total_sessions: int) -> None:
+        """Lets the run start."""
+
+    def advance(self, sessions: int) -> None:
+        """Interrupts the run."""
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("kind", ["db_sqlite", "postgres"])
+async def test_an_interrupted_run_keeps_the_previous_state(kind: str, tmp_path: Path) -> None:
+    """A run stopped midway saves nothing: the next run reads from the previous watermark."""
+    async for store in make_store(kind, tmp_path):
+        await fill(store, crashed_histories())
+        await migrate.upgrade(store.url)
+        first = await _same_as_full(store, NOW)
+        await _append(store, "ok", _dead_call(time.time(), "w1"))
+        with pytest.raises(KeyboardInterrupt):
+            await scan(store.url, now=NOW, incremental=True, progress=_FailMidway())
+        after = await _same_as_full(store, NOW)
+        assert after.incremental is not None and first.incremental is not None
+        assert after.incremental.previous == first.incremental.value
+        assert "ok" in {c.session_id for c in after.dead_calls}

@@ -49,6 +49,7 @@ from adk_session_heal.scan_report import ScanReport
 from adk_session_heal.shards import Shard
 from adk_session_heal.store import SessionFilter
 from adk_session_heal.testing import History
+from adk_session_heal.undo import undo
 
 NOW = 1_800_000_000.0
 _RUN_ONLY = ("sessions_scanned", "events_scanned", "since", "incremental")
@@ -374,3 +375,22 @@ async def test_an_interrupted_run_keeps_the_previous_state(kind: str, tmp_path: 
         assert after.incremental is not None and first.incremental is not None
         assert after.incremental.previous == first.incremental.value
         assert "ok" in {c.session_id for c in after.dead_calls}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_undone_repair_is_read_again(kind: str, tmp_path: Path) -> None:
+    """repair --undo reopens calls without a dated write: every scope reads those sessions again."""
+    async for store in make_store(kind, tmp_path):
+        await fill(store, crashed_histories())
+        await migrate.upgrade(store.url)
+        await _same_as_full(store, NOW, where=SessionFilter(app_name=APP))  # a second scope
+        healed = await repair(store.url, now=NOW, incremental=True)
+        assert healed.healed == 3 and healed.run_id is not None
+        await _same_as_full(store, NOW)
+        settled_run = await _same_as_full(store, NOW)
+        assert not settled_run.dead_calls
+        undone = await undo(store.url, healed.run_id)
+        assert len(undone.removals) == 3
+        for where in (SessionFilter(), SessionFilter(app_name=APP)):
+            again = await _same_as_full(store, NOW, where=where)
+            assert len(again.dead_calls) == 3

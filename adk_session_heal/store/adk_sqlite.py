@@ -42,12 +42,15 @@ from .base import (
 )
 from .driver_errors import translate_error
 from .ledger_table import (
+    INCREMENTAL_REVISIONS,
     LEDGER_TABLE,
     LEDGER_TABLE_NAME,
     LEDGER_VERSION_TABLE,
     REMOVALS_TABLE,
     heal_ledger_row,
     removal_row,
+    unsettle_params,
+    unsettle_sql,
 )
 from .prefilter import Columns, candidates_query
 from .streaming import grouped_sessions, sqlite_chunks, sqlite_functions
@@ -311,14 +314,19 @@ class AdkSqliteStore(SessionStore):
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
         """Takes heal rows of ours out, in one transaction (see the module docstring)."""
+        incremental = await self.ledger_revision() in INCREMENTAL_REVISIONS
         try:
             async with self._connect(True) as db:
                 if not db.in_transaction:
                     await db.execute("BEGIN IMMEDIATE")
                 results = [await _remove_one(db, removal) for removal in batch]
-                rows = [removal_row(removal) for removal in removed(batch, results)]
+                taken = removed(batch, results)
+                rows = [removal_row(removal) for removal in taken]
                 if ledger and rows:
                     await db.executemany(_insert_sql(REMOVALS_TABLE.name, rows), rows)
+                if incremental and taken:
+                    await db.executemany(unsettle_sql("sqlite"),
+                                         [unsettle_params(r.key) for r in taken])
                 await db.commit()
         except sqlite3.Error as exc:
             raise self._error(exc, "write to") from exc

@@ -55,6 +55,7 @@ from .dialects import insert_new_rows
 
 if TYPE_CHECKING:
     from ..healing import Heal
+    from ..session_key import SessionKey
     from .base import Removal
 
 __all__ = [
@@ -79,6 +80,8 @@ __all__ = [
     "record_from_row",
     "removal_from_row",
     "removal_row",
+    "unsettle_params",
+    "unsettle_sql",
 ]
 
 LEDGER_TABLE_NAME = "adk_session_heal_ledger"
@@ -200,6 +203,30 @@ UNSETTLED_TABLE = Table(
     Column("session_id", String(_KEY), primary_key=True),
 )
 """The unsettled table (revision ``0005``): the sessions a scope's last run left unsettled."""
+
+def unsettle_sql(dialect: str) -> str:
+    """Returns the statement marking a session unsettled for every incremental scope (``0005``).
+
+    A heal taken out (``repair --undo``) reopens its call without a write ADK
+    would date, so the session's removal transaction runs this, and the next
+    incremental run of every scope reads it again. Parameters:
+    :func:`unsettle_params`.
+
+    Args:
+        dialect: SQLAlchemy's dialect name (PostgreSQL needs the parameters typed).
+    """
+    a, u, s = ((f"CAST(:{n} AS TEXT)" for n in ("app_name", "user_id", "session_id"))
+               if dialect == "postgresql" else (":app_name", ":user_id", ":session_id"))
+    return (f"INSERT INTO {UNSETTLED_TABLE_NAME} (scope_id, app_name, user_id, session_id) "
+            f"SELECT w.scope_id, {a}, {u}, {s} FROM {WATERMARKS_TABLE_NAME} w "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {UNSETTLED_TABLE_NAME} x WHERE x.scope_id = "
+            f"w.scope_id AND x.app_name = {a} AND x.user_id = {u} AND x.session_id = {s})")
+
+
+def unsettle_params(key: SessionKey) -> dict[str, str]:
+    """Returns :func:`unsettle_sql`'s parameters for one session."""
+    return {"app_name": key.app_name, "user_id": key.user_id, "session_id": key.session_id}
+
 
 _RUN_COLUMNS = frozenset({"run_id", "event_digest"})
 

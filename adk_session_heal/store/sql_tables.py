@@ -66,12 +66,15 @@ from .dialects import insert_new_rows, prepare_write
 from .driver_errors import translate_error
 from .ledger import missing_ledger_message
 from .ledger_table import (
+    INCREMENTAL_REVISIONS,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
     heal_ledger_row,
     insert_ledger_rows,
     read_ledger_revision,
     removal_row,
+    unsettle_params,
+    unsettle_sql,
 )
 from .prefilter import (
     KEY_PARAMS,
@@ -453,13 +456,18 @@ class SqlTablesStore(SessionStore):
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
         """Takes heal rows of ours out, in one transaction (see the module docstring)."""
+        incremental = await self.ledger_revision_or_none() in INCREMENTAL_REVISIONS
         try:
             async with self.engine.begin() as conn:
                 await prepare_write(conn)
                 results = [await _remove_one(conn, removal) for removal in batch]
-                rows = [removal_row(removal) for removal in removed(batch, results)]
+                taken = removed(batch, results)
+                rows = [removal_row(removal) for removal in taken]
                 if ledger and rows:
                     await conn.execute(insert(REMOVALS_TABLE), rows)
+                if incremental and taken:
+                    await conn.execute(text(unsettle_sql(conn.dialect.name)),
+                                       [unsettle_params(r.key) for r in taken])
         except (SQLAlchemyError, OSError) as exc:
             if ledger:
                 revision = await self.ledger_revision_or_none()

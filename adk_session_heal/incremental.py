@@ -159,10 +159,11 @@ def watermark_of(newest: float | None, now: float) -> float:
 
     Args:
         newest: The newest matching ``update_time`` when the run began (column
-            seconds; ``None``: no session).
+            seconds; ``None``: no session, so the next run reads every session:
+            the first writer's convention, local or UTC, is not known yet).
         now: The run's clock (POSIX seconds), read as UTC like a naive column.
     """
-    return now if newest is None else min(newest, now)
+    return 0.0 if newest is None else min(newest, now)
 
 
 def since_column(timestamp: float, *, naive: bool) -> float:

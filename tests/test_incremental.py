@@ -133,10 +133,11 @@ def test_column_seconds_reads_every_driver_form() -> None:
 
 
 def test_watermark_never_passes_the_clock() -> None:
-    """The watermark is the newest update time, but never later than the run's clock."""
+    """The watermark is the newest update time, never later than the run's clock, and nothing
+    (read everything next time) for a scope without sessions."""
     assert watermark_of(100.0, 200.0) == 100.0
     assert watermark_of(300.0, 200.0) == 200.0
-    assert watermark_of(None, 200.0) == 200.0
+    assert watermark_of(None, 200.0) == 0.0  # no session yet: the next run reads all
 
 
 def test_since_on_naive_columns_takes_the_earlier_reading(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,7 +40,11 @@ and per cell (version x backend x time zone), on one fresh database:
 * ``wrapper``: ``HealingSessionService`` over that ADK's
   ``DatabaseSessionService`` heals the third session in a real ``Runner``
   turn; a second process reading through the wrapper writes nothing
-  (``wrapper_check.py``).
+  (``wrapper_check.py``);
+* ``incremental``: ``scan --incremental --clock-skew 0s`` of the wrapper's app
+  before that turn, and again after it: the second run reads the session the
+  turn wrote (dated by that ADK, in its zone's convention) and reports what a
+  ``--full-scan`` reports.
 
 Writers, repairs and readers of a cell run under its ``TZ`` (Asia/Tokyo unless
 said otherwise: ADK up to 2.6 stores naive local time, 2.7 and later naive
@@ -94,7 +98,7 @@ DRIVERS = ("sqlalchemy[asyncio]", "aiosqlite", "asyncpg", "aiomysql")
 VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
-CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper")
+CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper", "incremental")
 VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun")
 
 
@@ -468,6 +472,26 @@ class CellRun:
         result = last_json("read", self.driver("read", "read_check.py", self.db.url, *apps))
         return {w: result["apps"][APPS[w]] for w in which}
 
+    def scan(self, step: str, *flags: str) -> dict[str, Any]:
+        """The CI CLI's scan of the wrapper's app, as JSON (exit 0 or 1 both fine)."""
+        argv = [self.ci_cli, "scan", self.db.url, "--app", APPS["wrapper"], "--clock-skew",
+                "0s", "--json", *flags]
+        document: dict[str, Any] = json.loads(run_step(step, argv, env=self.env,
+                                                       cwd=self.scratch, ok_codes=(0, 1)))
+        return document
+
+    def incremental(self) -> None:
+        """After the wrapper's turn: the incremental run read its session, found what all did."""
+        inc = self.scan("incremental scan", "--incremental")
+        full = self.scan("full scan", "--full-scan")
+        if inc.get("sessions_scanned") != 1:
+            raise StepFailed(f"incremental scan: read {inc.get('sessions_scanned')} sessions, "
+                             "expected the 1 the wrapper's turn wrote")
+        run_only = ("sessions_scanned", "events_scanned", "since", "incremental", "scanned_at")
+        if ({k: v for k, v in inc.items() if k not in run_only}
+                != {k: v for k, v in full.items() if k not in run_only}):
+            raise StepFailed("incremental scan: reported other findings than --full-scan")
+
     def wrapper(self) -> None:
         app_name = APPS["wrapper"]
         self.driver("wrapper turn", "wrapper_check.py", "turn", self.db.url, app_name)
@@ -510,11 +534,28 @@ def run_cell(cell: Cell, ci_cli: str, keep: bool) -> None:
             except StepFailed as exc:
                 for which in repaired:
                     results[f"repair-{which}"] = f"FAIL {exc}"
+        first_run: str | None = None
+        if "ci" in repaired:  # its db upgrade made the ledger's tables
+            try:
+                run.scan("first incremental scan", "--incremental")
+            except StepFailed as exc:
+                first_run = f"FAIL {exc}"
+        else:
+            first_run = "skipped (no ledger)"
         try:
             run.wrapper()
             results["wrapper"] = "pass"
         except StepFailed as exc:
             results["wrapper"] = f"FAIL {exc}"
+            first_run = first_run or "skipped (the wrapper's turn failed)"
+        if first_run is not None:
+            results["incremental"] = first_run
+        else:
+            try:
+                run.incremental()
+                results["incremental"] = "pass"
+            except StepFailed as exc:
+                results["incremental"] = f"FAIL {exc}"
     except StepFailed as exc:
         for check in CELL_CHECKS:
             results.setdefault(check, f"FAIL {exc}")

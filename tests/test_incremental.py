@@ -351,6 +351,10 @@ async def test_cli_incremental_refuses_redis_in_one_line() -> None:
         assert_one_line_error(cli("repair", url, "--since", "1h", "--yes"), "scan it whole")
 
 
+class _Stopped(Exception):
+    """The run was stopped midway (a crash, a lost connection)."""
+
+
 class _FailMidway:
     """A scan's progress receiver that fails after the first session (an interrupted run)."""
 
@@ -358,8 +362,8 @@ class _FailMidway:
         """Lets the run start."""
 
     def advance(self, sessions: int) -> None:
-        """Interrupts the run."""
-        raise KeyboardInterrupt
+        """Stops the run."""
+        raise _Stopped
 
 
 @pytest.mark.parametrize("kind", ["db_sqlite", "postgres"])
@@ -370,7 +374,7 @@ async def test_an_interrupted_run_keeps_the_previous_state(kind: str, tmp_path: 
         await migrate.upgrade(store.url)
         first = await _same_as_full(store, NOW)
         await _append(store, "ok", _dead_call(time.time(), "w1"))
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(_Stopped):
             await scan(store.url, now=NOW, incremental=True, progress=_FailMidway())
         after = await _same_as_full(store, NOW)
         assert after.incremental is not None and first.incremental is not None

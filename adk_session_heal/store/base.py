@@ -147,12 +147,15 @@ def _changed(since: Since, session_column: str, dialect: str, epoch_times: bool,
     changed = f"update_time >= {bound}"
     if dialect == "sqlite" and not epoch_times:  # a number sorts before any text in SQLite
         changed = f"(typeof(update_time) <> 'text' OR {changed})"
-    keys = f"SELECT app_name, user_id, id FROM sessions WHERE {changed}"
+    keys = f"SELECT app_name AS a, user_id AS u, id AS s FROM sessions WHERE {changed}"
     if since.recheck is not None:
         params["since_scope"] = scope_id(since.recheck)
         keys += (f" UNION SELECT app_name, user_id, session_id FROM {UNSETTLED_TABLE_NAME} "
                  "WHERE scope_id = :since_scope")
-    return f"(app_name, user_id, {session_column}) IN ({keys})"
+    # The UNION sits in a derived table: MariaDB runs an IN over a bare UNION once per
+    # events row (0.43 s on 100k events) and this one once (0.01 s).
+    return (f"(app_name, user_id, {session_column}) IN "
+            f"(SELECT heal_k.a, heal_k.u, heal_k.s FROM ({keys}) heal_k)")
 
 
 class DamagedRow(NamedTuple):

@@ -38,7 +38,7 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -188,41 +188,45 @@ async def _plan(
         progress.start(report.sessions_scanned)
     planned: list[SessionHeals] = []
     streamed = _Streamed()
-    async for stored in _sessions(store, where, prefilter=prefilter, streamed=streamed):
-        key = stored.key
-        rows = len(stored.events) + len(stored.damaged)
-        streamed.sessions += 1
-        streamed.events += rows
-        heals: SessionHeals | None = None
-        damaged = stored.damaged
-        unsettled = True
-        if not damaged:
-            try:
-                findings = await classify_stored(stored, tool_runs, now=now,
-                                                 stale_after=stale_after, clock_skew=clock_skew)
-                unsettled = mark is not None and not settled(findings)
-                if policy is not None and findings.needs_healing:
-                    heals = plan_session(
-                        stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
-                        healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
-                        run_id=run_id,
-                    )
-                report.add(key, rows, findings)
-                if any(d.involves_heal for d in findings.duplicate_responses):
-                    report.superseded_heals.extend(
-                        SupersededEntry.of(key, late)
-                        for late in late_results(stored.events, STORED_JSON))
-            except (TypeError, AttributeError, ValueError) as exc:
-                damaged = _malformed_rows(stored.events, exc)
-                unsettled = True
-        if mark is not None and unsettled:
-            mark.unsettled.append(key)
-        if damaged:
-            report.add_damaged(key, rows, damaged)
-        elif heals is not None:
-            planned.append(heals)
-        if progress is not None:
-            progress.advance(1)
+    # Closed as soon as the loop ends, also on an error: a stream left open holds its
+    # database connection until the garbage collector finds it.
+    async with contextlib.aclosing(
+            _sessions(store, where, prefilter=prefilter, streamed=streamed)) as sessions:
+        async for stored in sessions:
+            key = stored.key
+            rows = len(stored.events) + len(stored.damaged)
+            streamed.sessions += 1
+            streamed.events += rows
+            heals: SessionHeals | None = None
+            damaged = stored.damaged
+            unsettled = True
+            if not damaged:
+                try:
+                    findings = await classify_stored(stored, tool_runs, now=now,
+                                                     stale_after=stale_after, clock_skew=clock_skew)
+                    unsettled = mark is not None and not settled(findings)
+                    if policy is not None and findings.needs_healing:
+                        heals = plan_session(
+                            stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
+                            healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
+                            run_id=run_id,
+                        )
+                    report.add(key, rows, findings)
+                    if any(d.involves_heal for d in findings.duplicate_responses):
+                        report.superseded_heals.extend(
+                            SupersededEntry.of(key, late)
+                            for late in late_results(stored.events, STORED_JSON))
+                except (TypeError, AttributeError, ValueError) as exc:
+                    damaged = _malformed_rows(stored.events, exc)
+                    unsettled = True
+            if mark is not None and unsettled:
+                mark.unsettled.append(key)
+            if damaged:
+                report.add_damaged(key, rows, damaged)
+            elif heals is not None:
+                planned.append(heals)
+            if progress is not None:
+                progress.advance(1)
     if streamed.total_events is not None:  # the clean sessions the prefilter passed over
         report.events_scanned += max(0, streamed.total_events - streamed.events)
         if progress is not None:
@@ -292,7 +296,7 @@ class _Streamed:
 
 async def _sessions(
     store: SessionStore, where: SessionFilter, *, prefilter: PrefilterMode, streamed: _Streamed
-) -> AsyncIterator[StoredSession]:
+) -> AsyncGenerator[StoredSession, None]:
     """Yields the sessions to classify: the prefilter's candidates, or every session.
 
     The prefilter (:meth:`SessionStore.candidates`) is used as ``prefilter``
@@ -320,11 +324,13 @@ async def _sessions(
             streamed.total_events = total
             if first is not None:
                 yield first
-                async for stored in candidates:
-                    yield stored
+                async with contextlib.aclosing(candidates) as rest:
+                    async for stored in rest:
+                        yield stored
             return
-    async for stored in store.stream_sessions(where):
-        yield stored
+    async with contextlib.aclosing(store.stream_sessions(where)) as stream:
+        async for stored in stream:
+            yield stored
 
 
 async def classify_stored(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -239,19 +239,20 @@ class AdkSqliteStore(SessionStore):
         except sqlite3.Error as exc:
             raise self._error(exc, "read") from exc
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
         clause, params = where.where("session_id", "sqlite", epoch_times=True)
         sql = (
             f"SELECT {', '.join(_READ.select)} FROM events"
             f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
         )
-        async for stored in self._stream(sql, params):
-            yield stored
+        async with aclosing(self._stream(sql, params)) as stream:
+            async for stored in stream:
+                yield stored
 
     async def candidates(
         self, where: SessionFilter, *, everywhere: bool = False
-    ) -> tuple[int, AsyncIterator[StoredSession]] | None:
+    ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Returns the matching events' count and a stream of the candidate sessions only.
 
         The file's SQLite picks them (:mod:`~adk_session_heal.store.prefilter`).
@@ -262,13 +263,15 @@ class AdkSqliteStore(SessionStore):
         total = await self._count(f"SELECT count(*) FROM events{clause}", params)
         return total, self._stream(candidates_query("sqlite", _READ, clause), params)
 
-    async def _stream(self, sql: str, params: dict[str, Any]) -> AsyncIterator[StoredSession]:
+    async def _stream(
+        self, sql: str, params: dict[str, Any]
+    ) -> AsyncGenerator[StoredSession, None]:
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
-        async for stored in grouped_sessions(
-            sqlite_chunks(self.url, sql, params), key_columns=False
-        ):
-            yield stored
+        async with aclosing(grouped_sessions(sqlite_chunks(self.url, sql, params),
+                                             key_columns=False)) as grouped:
+            async for stored in grouped:
+                yield stored
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

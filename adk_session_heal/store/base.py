@@ -26,7 +26,7 @@ write through the same one:
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
@@ -333,7 +333,7 @@ class SessionStore:
         """Returns how many sessions match."""
         raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
 
-    def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+    def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session that has events, in one ordered pass.
 
         Rows are streamed in chunks; one session's events are held at a time.
@@ -342,7 +342,7 @@ class SessionStore:
 
     async def candidates(
         self, where: SessionFilter, *, everywhere: bool = False
-    ) -> tuple[int, AsyncIterator[StoredSession]] | None:
+    ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Lets the database pick the sessions that can hold a finding (a SQL prefilter).
 
         Args:

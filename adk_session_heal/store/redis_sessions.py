@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -332,7 +332,7 @@ class RedisStore(SessionStore):
         """Returns how many sessions match (each key's value is read and checked)."""
         return sum([1 async for _ in self._sessions(where)])
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session that has events, its events in stored order.
 
         Events that are not JSON objects are the session's damaged rows; so is

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -352,19 +353,20 @@ class SqlTablesStore(SessionStore):
         except SQLAlchemyError as exc:
             raise self._error(exc, "read") from exc
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncIterator[StoredSession]:
+    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session with events, ordered as ADK reads them."""
         clause, params = where.where("session_id", self.engine.dialect.name)
         sql = (
             f"SELECT {', '.join(_READ.select)} "
             f"FROM events{clause} ORDER BY app_name, user_id, session_id, timestamp, id"
         )
-        async for stored in self._stream(sql, params):
-            yield stored
+        async with aclosing(self._stream(sql, params)) as stream:
+            async for stored in stream:
+                yield stored
 
     async def candidates(
         self, where: SessionFilter, *, everywhere: bool = False
-    ) -> tuple[int, AsyncIterator[StoredSession]] | None:
+    ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Returns the matching events' count and a stream of the candidate sessions only.
 
         The database picks them (:mod:`~adk_session_heal.store.prefilter`);
@@ -390,7 +392,7 @@ class SqlTablesStore(SessionStore):
 
     async def _keyed_stream(
         self, keys_sql: str, params: dict[str, str]
-    ) -> AsyncIterator[StoredSession]:
+    ) -> AsyncGenerator[StoredSession, None]:
         """PostgreSQL: the candidates' keys in one query (parallel workers may help), then
         their events through a cursor."""
         try:
@@ -405,10 +407,13 @@ class SqlTablesStore(SessionStore):
         if not keys:
             return
         arrays = {name: [str(key[i]) for key in keys] for i, name in enumerate(KEY_PARAMS)}
-        async for stored in self._stream(keyed_events_query(_READ), arrays):
-            yield stored
+        async with aclosing(self._stream(keyed_events_query(_READ), arrays)) as stream:
+            async for stored in stream:
+                yield stored
 
-    async def _stream(self, sql: str, params: dict[str, Any]) -> AsyncIterator[StoredSession]:
+    async def _stream(
+        self, sql: str, params: dict[str, Any]
+    ) -> AsyncGenerator[StoredSession, None]:
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
         chunks = (
@@ -416,8 +421,9 @@ class SqlTablesStore(SessionStore):
             else server_chunks(self.engine, self.url, sql, params)
         )
         decoded = self.engine.dialect.name == "postgresql"
-        async for stored in grouped_sessions(chunks, key_columns=True, decoded=decoded):
-            yield stored
+        async with aclosing(grouped_sessions(chunks, key_columns=True, decoded=decoded)) as grouped:
+            async for stored in grouped:
+                yield stored
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

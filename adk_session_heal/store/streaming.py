@@ -16,7 +16,7 @@ import importlib
 import inspect as pyinspect
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -90,8 +90,8 @@ def _column_timestamp(value: Any) -> float:
 
 
 async def grouped_sessions(
-    chunks: AsyncIterator[Iterable[Any]], *, key_columns: bool, decoded: bool = False
-) -> AsyncIterator[StoredSession]:
+    chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False
+) -> AsyncGenerator[StoredSession, None]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
     Rows are ``(app_name, user_id, session_id, id, ..., event_data)``. With
@@ -111,42 +111,43 @@ async def grouped_sessions(
     app = user = session = None
     events: list[dict[str, Any]] = []
     damaged: list[DamagedRow] = []
-    async for rows in chunks:
-        for row in rows:
-            if row[2] != session or row[1] != user or row[0] != app:
-                if session is not None:
-                    yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
-                                        tuple(damaged))
-                app, user, session, events, damaged = row[0], row[1], row[2], [], []
-            raw = row[-1]
-            try:
-                data = loads(raw) if type(raw) is str else raw
-            except (ValueError, RecursionError):
-                data = None
-            if type(data) is not dict:
-                data = _decode_row(raw, decoded)
-                if type(data) is str:
-                    damaged.append(DamagedRow(str(row[3]), data))
-                    continue
-            if key_columns:
-                invocation, stamp = row[4], row[5]
-                if invocation is None or stamp is None:
-                    column = "invocation_id" if invocation is None else "timestamp"
-                    damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
-                    continue
-                data["id"] = row[3]
-                data["invocation_id"] = invocation
-                if data.get("timestamp") is None:
-                    data["timestamp"] = _column_timestamp(stamp)
-            events.append(data)
-    if session is not None:
-        yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
-                            tuple(damaged))
+    async with contextlib.aclosing(chunks) as chunked:
+        async for rows in chunked:
+            for row in rows:
+                if row[2] != session or row[1] != user or row[0] != app:
+                    if session is not None:
+                        yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
+                                            tuple(damaged))
+                    app, user, session, events, damaged = row[0], row[1], row[2], [], []
+                raw = row[-1]
+                try:
+                    data = loads(raw) if type(raw) is str else raw
+                except (ValueError, RecursionError):
+                    data = None
+                if type(data) is not dict:
+                    data = _decode_row(raw, decoded)
+                    if type(data) is str:
+                        damaged.append(DamagedRow(str(row[3]), data))
+                        continue
+                if key_columns:
+                    invocation, stamp = row[4], row[5]
+                    if invocation is None or stamp is None:
+                        column = "invocation_id" if invocation is None else "timestamp"
+                        damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
+                        continue
+                    data["id"] = row[3]
+                    data["invocation_id"] = invocation
+                    if data.get("timestamp") is None:
+                        data["timestamp"] = _column_timestamp(stamp)
+                events.append(data)
+        if session is not None:
+            yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
+                                tuple(damaged))
 
 
 async def _mysql_chunks(
     conn: AsyncConnection, sql: str, params: dict[str, Any]
-) -> AsyncIterator[Iterable[Any]]:
+) -> AsyncGenerator[Iterable[Any], None]:
     """Streams a query through aiomysql's or asyncmy's unbuffered (SS) cursor."""
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
@@ -174,7 +175,7 @@ async def sqlite_functions(db: aiosqlite.Connection) -> None:
 
 async def sqlite_chunks(
     url: StoreUrl, sql: str, params: dict[str, Any]
-) -> AsyncIterator[Iterable[Any]]:
+) -> AsyncGenerator[Iterable[Any], None]:
     """Streams a query over a SQLite file, read-only, in chunks (aiosqlite, bounded memory).
 
     The next chunk is fetched (in aiosqlite's thread) while the caller works on
@@ -201,7 +202,7 @@ async def sqlite_chunks(
 
 async def server_chunks(
     engine: AsyncEngine, url: StoreUrl, sql: str, params: dict[str, Any]
-) -> AsyncIterator[Iterable[Any]]:
+) -> AsyncGenerator[Iterable[Any], None]:
     """Streams a query from a server in chunks.
 
     Through the driver's own server-side cursor: SQLAlchemy's ``stream()``

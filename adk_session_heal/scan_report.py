@@ -43,6 +43,13 @@ record) and, for a call kept in flight by a live lease, its ``host/pid``.
 ``dead_calls`` and ``in_flight_calls`` together are every unanswered call of
 a session's newest invocation or of an invocation superseded since.
 
+A scan that read only what changed adds ``"since"`` (the earliest
+``update_time`` read, as a naive ``YYYY-MM-DD HH:MM:SS.ffffff`` in the column's
+terms) and, when incremental, ``"incremental"``: ``{"scope", "previous",
+"watermark", "unsettled_sessions"}`` (``previous`` ``null`` on a scope's first
+run, which reads everything; see :mod:`~adk_session_heal.incremental`).
+``sessions_scanned`` and ``events_scanned`` then count what was read.
+
 ``damaged_rows`` lists every stored event that could not be read (not JSON,
 truncated, not an object, NULL columns, a field of the wrong JSON type);
 ``event_id`` is ``null`` when even the id is unknown (a whole Redis value),

@@ -583,6 +583,7 @@ async def plan_repair(
     prefilter: PrefilterMode = "auto",
     since: float | None = None,
     incremental: bool = False,
+    writing: bool = False,
 ) -> RepairPlan:
     """Scans a session database and plans the heal of every dead call; writes nothing.
 
@@ -608,6 +609,9 @@ async def plan_repair(
             incremental run, and what it left unsettled; the first run reads
             everything. The state is saved once the run is complete (the
             ledger must be at revision ``0005``).
+        writing: The plan will be applied: the store's writer loads what it
+            needs in the background while the scan runs
+            (:meth:`~adk_session_heal.store.SessionStore.preload_writer`).
 
     Returns:
         The plan, to print or to pass to :func:`apply_plan`.
@@ -620,6 +624,8 @@ async def plan_repair(
     run_id = new_run_id()
     store = await open_store(url, timeout=timeout)
     try:
+        if writing:
+            store.preload_writer()
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
@@ -760,6 +766,8 @@ async def repair(
     try:
         if ledger and not dry_run:
             await _check_ledger(store)
+        if not dry_run:
+            store.preload_writer()
         run_id = new_run_id()
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(

@@ -665,7 +665,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         plan: RepairPlan = _run(plan_repair(url, where=where, policy=policy,
                                             progress=_scan_bar(progress), timeout=timeout,
                                             prefilter=prefilter, since=since,
-                                            incremental=incremental))
+                                            incremental=incremental, writing=not dry_run))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:

@@ -19,8 +19,10 @@ engine) and by scan / repair (over an engine opened from a URL):
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
@@ -103,6 +105,15 @@ def _events_table() -> Table:
     from google.adk.sessions.schemas.v1 import StorageEvent
 
     return cast(Table, StorageEvent.__table__)
+
+
+def _load_events_table() -> None:
+    """Loads ADK's model of ``events`` (a background thread's work, see ``preload_writer``).
+
+    A failure is left for the first write, which raises it where it is handled.
+    """
+    with contextlib.suppress(Exception):
+        _events_table()
 
 
 if TYPE_CHECKING:  # computed on first access, by __getattr__ below
@@ -415,6 +426,17 @@ class SqlTablesStore(SessionStore):
         decoded = self.engine.dialect.name == "postgresql"
         async for stored in grouped_sessions(chunks, key_columns=True, decoded=decoded):
             yield stored
+
+    def preload_writer(self) -> None:
+        """Imports ADK's storage model (0.6 s, measured) in a thread while the scan runs.
+
+        The scan spends much of its time waiting on the database (PostgreSQL's
+        prefilter query, SQLite's reads in aiosqlite's thread); the first
+        write finds the model loaded. A daemon thread: an interpreter
+        exiting early does not wait for it.
+        """
+        threading.Thread(target=_load_events_table, name="adk-session-heal-preload",
+                         daemon=True).start()
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

@@ -338,7 +338,7 @@ class SessionStore:
         raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
 
     async def candidates(
-        self, where: SessionFilter, *, everywhere: bool = False
+        self, where: SessionFilter, *, everywhere: bool = False, all_if_most: bool = False
     ) -> tuple[int, AsyncIterator[StoredSession]] | None:
         """Lets the database pick the sessions that can hold a finding (a SQL prefilter).
 
@@ -346,6 +346,9 @@ class SessionStore:
             where: The sessions to consider.
             everywhere: Also where the prefilter measured slower than a full
                 scan (MySQL/MariaDB).
+            all_if_most: When the candidates are nearly all the sessions, the
+                stream may yield every matching session instead, where one
+                ordered pass reads them faster (PostgreSQL).
 
         Returns:
             The number of matching events (all sessions) and a stream of the

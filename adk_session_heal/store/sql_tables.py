@@ -137,6 +137,12 @@ _READ = Columns(("app_name", "user_id", "session_id", "id", "invocation_id", "ti
                  "event_data"), tie="id", key_columns=True)
 """How scans read ``events`` (see :func:`~adk_session_heal.store.streaming.grouped_sessions`)."""
 
+_WHOLE_READ_SHARE = 0.9
+"""From this share of the sessions on, PostgreSQL reads the prefilter's candidates in one
+ordered pass over every session: the read by keys cost more than the plain one there
+(10,000 candidates of 10,000 sessions: 1.9-2.3 s against 1.6-1.7 s, measured). The
+sessions the prefilter passed over are classified too, and found clean."""
+
 
 def database_event_row(
     event: Event, *, app_name: str, user_id: str, session_id: str
@@ -371,14 +377,16 @@ class SqlTablesStore(SessionStore):
             yield stored
 
     async def candidates(
-        self, where: SessionFilter, *, everywhere: bool = False
+        self, where: SessionFilter, *, everywhere: bool = False, all_if_most: bool = False
     ) -> tuple[int, AsyncIterator[StoredSession]] | None:
         """Returns the matching events' count and a stream of the candidate sessions only.
 
         The database picks them (:mod:`~adk_session_heal.store.prefilter`);
         ``None`` when this engine has no prefilter (PostgreSQL needs
         ``event_data`` stored as ``jsonb``, as ADK creates it), or, unless
-        ``everywhere``, where it measured slower than the full scan.
+        ``everywhere``, where it measured slower than the full scan. With
+        ``all_if_most``, PostgreSQL yields every session when the candidates
+        are at least :data:`_WHOLE_READ_SHARE` of them.
         """
         dialect = self.engine.dialect.name
         if self.url is None or dialect not in PREFILTER_DIALECTS or (
@@ -394,13 +402,14 @@ class SqlTablesStore(SessionStore):
         if dialect != "postgresql":
             return total, self._stream(candidates_query(dialect, _READ, clause), params)
         return total, self._keyed_stream(candidates_query(dialect, _READ, clause, keys_only=True),
-                                         params)
+                                         params, where if all_if_most else None)
 
     async def _keyed_stream(
-        self, keys_sql: str, params: dict[str, str]
+        self, keys_sql: str, params: dict[str, str], whole: SessionFilter | None
     ) -> AsyncIterator[StoredSession]:
         """PostgreSQL: the candidates' keys in one query (parallel workers may help), then
-        their events through a cursor."""
+        their events through a cursor; with ``whole`` (the filter), every session in one
+        ordered pass when the candidates are nearly all of them (:data:`_WHOLE_READ_SHARE`)."""
         try:
             async with self.engine.connect() as conn:
                 # Compiling the query (JIT) cost seconds; the grouping spilled to disk
@@ -411,6 +420,10 @@ class SqlTablesStore(SessionStore):
         except SQLAlchemyError as exc:
             raise self._error(exc, "read") from exc
         if not keys:
+            return
+        if whole is not None and len(keys) >= _WHOLE_READ_SHARE * await self.count_sessions(whole):
+            async for stored in self.stream_sessions(whole):
+                yield stored
             return
         arrays = {name: [str(key[i]) for key in keys] for i, name in enumerate(KEY_PARAMS)}
         async for stored in self._stream(keyed_events_query(_READ), arrays):

@@ -312,7 +312,7 @@ async def _sessions(
         # them (SQLite, 100k events, 91 sessions: 0.11 s against 0.24 s).
         prefilter = "never"
     found = None if prefilter == "never" else await store.candidates(
-        where, everywhere=prefilter == "always")
+        where, everywhere=prefilter == "always", all_if_most=True)
     if found is not None:
         total, candidates = found
         try:
@@ -589,6 +589,7 @@ async def plan_repair(
     prefilter: PrefilterMode = "auto",
     since: float | None = None,
     incremental: bool = False,
+    writing: bool = False,
 ) -> RepairPlan:
     """Scans a session database and plans the heal of every dead call; writes nothing.
 
@@ -614,6 +615,9 @@ async def plan_repair(
             incremental run, and what it left unsettled; the first run reads
             everything. The state is saved once the run is complete (the
             ledger must be at revision ``0005``).
+        writing: The plan will be applied: the store's writer loads what it
+            needs in the background while the scan runs
+            (:meth:`~adk_session_heal.store.SessionStore.preload_writer`).
 
     Returns:
         The plan, to print or to pass to :func:`apply_plan`.
@@ -626,6 +630,8 @@ async def plan_repair(
     run_id = new_run_id()
     store = await open_store(url, timeout=timeout)
     try:
+        if writing:
+            store.preload_writer()
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(
                 store, where or SessionFilter(), policy, now=clock,
@@ -766,6 +772,8 @@ async def repair(
     try:
         if ledger and not dry_run:
             await _check_ledger(store)
+        if not dry_run:
+            store.preload_writer()
         run_id = new_run_id()
         async with tool_runs_of(store, timeout) as tool_runs:
             report, sessions = await _plan(

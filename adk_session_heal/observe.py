@@ -255,6 +255,24 @@ def report_heal(
         level: The log record's level (a repair run passes ``DEBUG`` and logs
             its summary with :func:`report_repair_run`).
     """
+    if logger.isEnabledFor(level):  # a repair's DEBUG records: built only when kept
+        _log_heal(record, level)
+    try:
+        _record_telemetry(record)
+    except Exception:  # an SDK or exporter bug must not fail the session read
+        logger.exception("adk_session_heal: recording telemetry for heal %s failed; heal kept",
+                         record.synthetic_event_id)
+    if on_heal is None:
+        return
+    try:
+        on_heal(record)
+    except Exception:
+        logger.exception("adk_session_heal: the on_heal callback raised; heal %s kept",
+                         record.synthetic_event_id)
+
+
+def _log_heal(record: HealRecord, level: int) -> None:
+    """Logs one heal at ``level``, its fields under ``record.adk_session_heal``."""
     logger.log(
         level,
         "adk_session_heal: healed %d dead tool call(s) %s (%s) in app=%s user=%s session=%s"
@@ -270,18 +288,6 @@ def report_heal(
         record.trigger.value,
         extra={"adk_session_heal": record.log_fields()},
     )
-    try:
-        _record_telemetry(record)
-    except Exception:  # an SDK or exporter bug must not fail the session read
-        logger.exception("adk_session_heal: recording telemetry for heal %s failed; heal kept",
-                         record.synthetic_event_id)
-    if on_heal is None:
-        return
-    try:
-        on_heal(record)
-    except Exception:
-        logger.exception("adk_session_heal: the on_heal callback raised; heal %s kept",
-                         record.synthetic_event_id)
 
 
 def report_removal(

@@ -251,7 +251,7 @@ class AdkSqliteStore(SessionStore):
                 yield stored
 
     async def candidates(
-        self, where: SessionFilter, *, everywhere: bool = False
+        self, where: SessionFilter, *, everywhere: bool = False, all_if_most: bool = False
     ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Returns the matching events' count and a stream of the candidate sessions only.
 

@@ -341,7 +341,7 @@ class SessionStore:
         raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
 
     async def candidates(
-        self, where: SessionFilter, *, everywhere: bool = False
+        self, where: SessionFilter, *, everywhere: bool = False, all_if_most: bool = False
     ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Lets the database pick the sessions that can hold a finding (a SQL prefilter).
 
@@ -349,6 +349,9 @@ class SessionStore:
             where: The sessions to consider.
             everywhere: Also where the prefilter measured slower than a full
                 scan (MySQL/MariaDB).
+            all_if_most: When the candidates are nearly all the sessions, the
+                stream may yield every matching session instead, where one
+                ordered pass reads them faster (PostgreSQL).
 
         Returns:
             The number of matching events (all sessions) and a stream of the
@@ -409,6 +412,13 @@ class SessionStore:
                 ``append_event`` fallback).
         """
         raise UnsupportedStoreError(f"{self} cannot take a row out: only ADK's own stores can")
+
+    def preload_writer(self) -> None:
+        """Starts loading what :meth:`write` needs in the background, if anything.
+
+        Called by a repair that will write, before its scan, so the loading
+        overlaps the scan's waits on the database. Nothing here.
+        """
 
     async def close(self) -> None:
         """Releases connections this adapter opened."""

@@ -48,7 +48,7 @@ from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import SessionFindings, classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
-from .incremental import Since, Watermark, scope_of, settled, since_column, watermark_of
+from .incremental import Since, Watermark, scope_of, since_column, watermark_of
 from .late_results import late_results
 from .observe import report_heal, report_removal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
@@ -199,12 +199,10 @@ async def _plan(
             streamed.events += rows
             heals: SessionHeals | None = None
             damaged = stored.damaged
-            unsettled = True
             if not damaged:
                 try:
                     findings = await classify_stored(stored, tool_runs, now=now,
                                                      stale_after=stale_after, clock_skew=clock_skew)
-                    unsettled = mark is not None and not settled(findings)
                     if policy is not None and findings.needs_healing:
                         heals = plan_session(
                             stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
@@ -218,9 +216,6 @@ async def _plan(
                             for late in late_results(stored.events, STORED_JSON))
                 except (TypeError, AttributeError, ValueError) as exc:
                     damaged = _malformed_rows(stored.events, exc)
-                    unsettled = True
-            if mark is not None and unsettled:
-                mark.unsettled.append(key)
             if damaged:
                 report.add_damaged(key, rows, damaged)
             elif heals is not None:
@@ -275,12 +270,13 @@ async def _changes(
     return replace(where, since=Since(after)), None
 
 
-async def _save_watermark(url: StoreUrl, mark: Watermark, now: float,
+async def _save_watermark(url: StoreUrl, report: ScanReport, now: float,
                           timeout: TimeoutArg) -> None:
-    """Records an incremental run's state, once the run is complete."""
+    """Records an incremental run's state (the sessions its report lists), once complete."""
+    assert report.incremental is not None
     ledger = SqlHealLedger.from_url(url, timeout=timeout)
     try:
-        await ledger.save_watermark(mark, now)
+        await ledger.save_watermark(report.incremental, report.unsettled_sessions(), now)
     finally:
         await ledger.close()
 
@@ -572,7 +568,7 @@ async def scan(
             )
         if report.incremental is not None:
             assert store.url is not None
-            await _save_watermark(store.url, report.incremental, clock, timeout)
+            await _save_watermark(store.url, report, clock, timeout)
         return report
     finally:
         await store.close()
@@ -708,7 +704,7 @@ async def apply_plan(
             await _check_ledger(store)
         report = await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
         if plan.scan.incremental is not None:
-            await _save_watermark(plan.url, plan.scan.incremental, time.time(), timeout)
+            await _save_watermark(plan.url, plan.scan, time.time(), timeout)
         return report
     finally:
         await store.close()
@@ -789,7 +785,7 @@ async def repair(
         repaired = await _apply(store, plan, ledger=ledger, batch_size=batch_size,
                                 on_heal=on_heal)
         if report.incremental is not None:
-            await _save_watermark(store.url, report.incremental, time.time(), timeout)
+            await _save_watermark(store.url, report, time.time(), timeout)
         return repaired
     finally:
         await store.close()

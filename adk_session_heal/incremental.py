@@ -7,12 +7,13 @@ A full scan reads every session. An incremental one (``scan --incremental``,
   previous run of the same *scope* (app, user and shard filters) recorded,
   less a margin (the policy's ``clock_skew``) for writers whose clocks run
   behind and for transactions that commit after the watermark was read;
-* the sessions the previous run left *unsettled* (:func:`settled`): any with a
-  dead, in-flight, pending or id-less call, an orphaned response, a heal a late
-  result superseded, or a damaged row. Those are the only sessions whose
-  findings can change without a write (an in-flight call goes stale as time
-  passes), and re-reading them keeps each incremental report equal to the full
-  scan's.
+* the sessions the previous run left *unsettled*: any its report lists (a
+  dead, in-flight, pending or id-less call, an orphaned response, a heal a
+  late result superseded, a damaged row; see
+  :meth:`~adk_session_heal.scan_report.ScanReport.unsettled_sessions`).
+  Those are the only sessions whose findings can change without a write (an
+  in-flight call goes stale as time passes), and re-reading them keeps each
+  incremental report equal to the full scan's.
 
 A session ADK writes to gets a new ``update_time`` (its ``append_event`` sets
 it to the event's timestamp); the heals we write leave it as it was, and
@@ -34,14 +35,10 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .findings import CallStatus
-
 if TYPE_CHECKING:
-    from .findings import SessionFindings
-    from .session_key import SessionKey
     from .store.base import SessionFilter
 
 __all__ = [
@@ -54,7 +51,6 @@ __all__ = [
     "parse_since",
     "scope_id",
     "scope_of",
-    "settled",
     "since_column",
     "watermark_of",
 ]
@@ -66,7 +62,6 @@ WATERMARKS_TABLE_NAME = "adk_session_heal_watermarks"
 """Our table of each scope's watermark (``0005``)."""
 
 _EPOCH = datetime.datetime(1970, 1, 1)
-_SETTLED = frozenset({CallStatus.ANSWERED, CallStatus.REWOUND})
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -87,24 +82,21 @@ class Since:
 
 @dataclass(frozen=True, slots=True)
 class Watermark:
-    """An incremental run: where it started from, and what it leaves for the next one.
+    """An incremental run: where it started from, and the watermark it leaves for the next one.
 
     Attributes:
         scope: The scope (:func:`scope_of`) the state belongs to.
         previous: The previous run's watermark (``None``: first run, all read).
         value: The watermark this run records (column seconds).
-        unsettled: The sessions this run left unsettled (read again next time).
     """
 
     scope: str
     previous: float | None
     value: float
-    unsettled: list[SessionKey] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Returns the JSON form (the sessions counted, not listed)."""
-        return {"scope": self.scope, "previous": self.previous, "watermark": self.value,
-                "unsettled_sessions": len(self.unsettled)}
+        """Returns the JSON form."""
+        return {"scope": self.scope, "previous": self.previous, "watermark": self.value}
 
 
 def scope_of(where: SessionFilter) -> str:
@@ -199,15 +191,3 @@ def parse_since(text: str, now: float) -> float:
         raise ValueError(f"--since {text!r}: give a duration (90s, 15m, 2h, 3d) or an ISO "
                          "8601 time (2026-11-26T09:00:00+00:00)") from None
     return moment.timestamp()
-
-
-def settled(findings: SessionFindings) -> bool:
-    """Whether a session's findings can change only by a write to it.
-
-    True when every call is answered (or rewound) and no response is orphaned
-    or a duplicate of a heal; any other session is read again by the next
-    incremental run.
-    """
-    return (not findings.orphaned_responses
-            and not any(d.involves_heal for d in findings.duplicate_responses)
-            and all(call.status in _SETTLED for call in findings.calls))

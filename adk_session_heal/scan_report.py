@@ -394,6 +394,20 @@ class ScanReport:
         """Age after which a newest invocation's call is stale (``None``: never)."""
         return None if self.stale_after is None else self.stale_after + self.clock_skew
 
+    def unsettled_sessions(self) -> list[SessionKey]:
+        """Returns the sessions this report lists, once each, in order.
+
+        Only their findings can change without a write (an in-flight call goes
+        stale as time passes); every other session scanned has every call
+        answered. An incremental run reads them again (:mod:`~adk_session_heal.incremental`).
+        """
+        entries: list[Iterable[Any]] = [self.dead_calls, self.in_flight_calls,
+                                        self.pending_calls, self.id_less_calls,
+                                        self.orphaned_responses, self.damaged_rows,
+                                        self.superseded_heals]
+        return list(dict.fromkeys(SessionKey(e.app_name, e.user_id, e.session_id)
+                                  for listed in entries for e in listed))
+
     def counts(self) -> dict[str, int]:
         """Returns how many entries each list holds (the ``counts`` JSON object)."""
         return {
@@ -532,7 +546,9 @@ class ScanReport:
             "damaged_rows": [d.to_json() for d in self.damaged_rows],
             "superseded_heals": [h.to_json() for h in self.superseded_heals],
             **({} if self.since is None else {"since": column_text(self.since)}),
-            **({} if self.incremental is None else {"incremental": self.incremental.to_json()}),
+            **({} if self.incremental is None else {"incremental": {
+                **self.incremental.to_json(),
+                "unsettled_sessions": len(self.unsettled_sessions())}}),
         }
 
 

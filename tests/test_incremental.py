@@ -41,11 +41,11 @@ from adk_session_heal.incremental import (
     column_text,
     parse_since,
     scope_of,
-    settled,
     since_column,
     watermark_of,
 )
 from adk_session_heal.scan_report import ScanReport
+from adk_session_heal.session_key import SessionKey
 from adk_session_heal.shards import Shard
 from adk_session_heal.store import SessionFilter
 from adk_session_heal.testing import History
@@ -167,12 +167,17 @@ def test_scope_names_filters_and_refuses_one_session() -> None:
 
 
 def test_only_answered_sessions_are_settled() -> None:
-    """Every kind of finding but an answered call keeps a session unsettled."""
+    """Every kind of finding but an answered call keeps a session unsettled: the sessions a
+    report lists are the ones an incremental run reads again."""
     expected = {"dead": False, "stale": False, "parallel": False, "ok": True, "long": False,
                 "idless": False, "orphan": False, "empty": True}
+    report = ScanReport("test", "database", NOW, 3600.0)
     for name, history in crashed_histories().items():
         findings = classify(history.events, ADK_EVENTS, now=NOW, stale_after=3600.0)
-        assert settled(findings) is expected[name], name
+        report.add(SessionKey(APP, USER, name), len(history.events), findings)
+    unsettled = {key.session_id for key in report.unsettled_sessions()}
+    for name in expected:
+        assert (name not in unsettled) is expected[name], name
 
 
 @pytest.mark.parametrize("prefilter", ["always", "never"])
@@ -192,7 +197,7 @@ async def test_incremental_runs_find_what_full_scans_find(kind: str, prefilter: 
         first = await _same_as_full(store, NOW, prefilter=prefilter)
         assert first.incremental is not None and first.incremental.previous is None
         assert first.sessions_scanned == len(histories) and first.since is None
-        unsettled = {k.session_id for k in first.incremental.unsettled}
+        unsettled = {k.session_id for k in first.unsettled_sessions()}
         assert unsettled == {"dead", "stale", "parallel", "long", "idless", "orphan", "fresh"}
 
         # Nothing changed: the unsettled only ("fresh" is also the newest).

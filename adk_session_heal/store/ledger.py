@@ -358,7 +358,8 @@ class SqlHealLedger:
             raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
         return None if found is None else float(found)
 
-    async def save_watermark(self, mark: Watermark, run_at: float) -> None:
+    async def save_watermark(self, mark: Watermark, unsettled: Sequence[SessionKey],
+                             run_at: float) -> None:
         """Records an incremental run's watermark and unsettled sessions, in one transaction.
 
         The scope's previous state is replaced whole; a run killed before this
@@ -368,17 +369,17 @@ class SqlHealLedger:
             LedgerError: The ledger is below revision ``0005`` (run ``db upgrade``).
         """
         key = scope_id(mark.scope)
-        marks, unsettled = WATERMARKS_TABLE, UNSETTLED_TABLE
+        marks, kept = WATERMARKS_TABLE, UNSETTLED_TABLE
         rows = [{"scope_id": key, "app_name": k.app_name, "user_id": k.user_id,
-                 "session_id": k.session_id} for k in dict.fromkeys(mark.unsettled)]
+                 "session_id": k.session_id} for k in dict.fromkeys(unsettled)]
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(delete(marks).where(marks.c.scope_id == key))
-                await conn.execute(delete(unsettled).where(unsettled.c.scope_id == key))
+                await conn.execute(delete(kept).where(kept.c.scope_id == key))
                 await conn.execute(insert(marks).values(scope_id=key, scope=mark.scope,
                                                         watermark=mark.value, run_at=run_at))
                 for start in range(0, len(rows), 1000):
-                    await conn.execute(insert(unsettled), rows[start:start + 1000])
+                    await conn.execute(insert(kept), rows[start:start + 1000])
         except SQLAlchemyError as exc:
             raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
 

@@ -48,7 +48,14 @@ from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import SessionFindings, classify, with_tool_runs
 from .heal_record import HealRecord, HealTrigger
 from .healing import Heal, SessionHeals, plan_session
-from .incremental import Since, Watermark, scope_of, since_column, watermark_of
+from .incremental import (
+    Since,
+    Watermark,
+    check_request,
+    scope_of,
+    since_column,
+    watermark_of,
+)
 from .late_results import late_results
 from .observe import report_heal, report_removal, report_repair_run
 from .policy import DEFAULT_CLOCK_SKEW, HealPolicy
@@ -245,8 +252,7 @@ async def _changes(
         UnsupportedStoreError: The layout keeps no update time to filter on.
         LedgerError: ``incremental`` and the ledger is below revision ``0005``.
     """
-    if since is not None and incremental:
-        raise ValueError("--since and --incremental both choose what to read: pass one")
+    check_request(where, since=since is not None, incremental=incremental)
     if since is None and not incremental:
         return where, None
     if incremental:

@@ -254,10 +254,11 @@ def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> f
 
 def _changed_only(where: SessionFilter, since: float | None, incremental: bool) -> None:
     """Refuses ``--since`` with ``--incremental``, and ``--incremental`` with ``--session``."""
-    if since is not None and incremental:
-        raise CliError("--since and --incremental both choose what to read: pass one")
-    if incremental and where.session_id is not None:
-        raise CliError("--incremental scans many sessions: it does not go with --session")
+    from .incremental import check_request
+    try:
+        check_request(where, since=since is not None, incremental=incremental)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _fleet(command: F) -> F:

@@ -46,6 +46,7 @@ __all__ = [
     "WATERMARKS_TABLE_NAME",
     "Since",
     "Watermark",
+    "check_request",
     "column_seconds",
     "column_text",
     "parse_since",
@@ -110,6 +111,18 @@ def scope_of(where: SessionFilter) -> str:
     shard = "" if where.shard is None else f"{where.shard.number}/{where.shard.count}"
     return "\x1f".join(("app", where.app_name or "*", "user", where.user_id or "*",
                         "shard", shard or "*"))
+
+
+def check_request(where: SessionFilter, *, since: bool, incremental: bool) -> None:
+    """Refuses what cannot be read incrementally, before anything is read.
+
+    Raises:
+        ValueError: Both ``since`` and ``incremental``, or ``incremental`` for one session.
+    """
+    if since and incremental:
+        raise ValueError("--since and --incremental both choose what to read: pass one")
+    if incremental:
+        scope_of(where)
 
 
 def scope_id(scope: str) -> str:

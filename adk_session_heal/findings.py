@@ -177,7 +177,7 @@ class SessionFindings:
             second and later ones), excluding long-running progress updates.
     """
 
-    __slots__ = ("_calls", "_factory", "_maybe_dead", "duplicate_responses",
+    __slots__ = ("_all_answered", "_calls", "_factory", "_maybe_dead", "duplicate_responses",
                  "orphaned_responses")
 
     def __init__(
@@ -187,6 +187,7 @@ class SessionFindings:
         duplicate_responses: Sequence[ResponseFinding] = (),
         *,
         maybe_dead: bool = True,
+        all_answered: bool | Callable[[], bool] = False,
     ) -> None:
         """Creates findings from call findings, or from a function building them.
 
@@ -196,6 +197,9 @@ class SessionFindings:
             duplicate_responses: Extra responses to answered calls.
             maybe_dead: ``False`` promises that no call is healable, so
                 :attr:`dead` can answer without building the call findings.
+            all_answered: ``True``, or a function checking it on demand,
+                promises that every call is ``answered`` and no response is
+                orphaned or a duplicate (see :attr:`all_answered`).
         """
         if callable(calls):
             self._factory: Callable[[], Sequence[CallFinding]] | None = calls
@@ -204,6 +208,7 @@ class SessionFindings:
             self._factory = None
             self._calls = tuple(calls)
         self._maybe_dead = maybe_dead
+        self._all_answered = all_answered
         self.orphaned_responses = tuple(orphaned_responses)
         self.duplicate_responses = tuple(duplicate_responses)
 
@@ -215,6 +220,20 @@ class SessionFindings:
             self._calls = tuple(self._factory())
             self._factory = None
         return self._calls
+
+    @property
+    def all_answered(self) -> bool:
+        """Whether every call is ``answered``, by exactly one response, and nothing else is there.
+
+        ``True`` only where :func:`classify` could tell without building the
+        call findings (the healthy session; a session without calls); ``False``
+        means "look at :attr:`calls`". A report lists nothing of such a
+        session, so it skips them. Checking it raises what building the call
+        findings would raise for a malformed row.
+        """
+        if callable(self._all_answered):
+            self._all_answered = self._all_answered()
+        return self._all_answered
 
     @property
     def dead(self) -> tuple[CallFinding, ...]:
@@ -262,7 +281,7 @@ class SessionFindings:
         )
 
 
-_NO_FINDINGS = SessionFindings()
+_NO_FINDINGS = SessionFindings(all_answered=True)
 
 
 def classify(
@@ -312,6 +331,8 @@ def classify(
             lambda: _call_findings(events, access, pair(steps).occurrences, live, steps,
                                    now=now, stale_age=stale_age, maybe_dead=False),
             maybe_dead=False,
+            all_answered=False if live is not None else (
+                lambda: _none_pending(events, access, steps)),
         )
     pairing = pair(steps)
 
@@ -355,6 +376,25 @@ def classify(
         duplicate_responses=duplicates,
         maybe_dead=maybe_dead,
     )
+
+
+def _none_pending(events: Sequence[E], access: EventAccess[E], steps: Sequence[Step]) -> bool:
+    """Whether no call of a healthy session is ``pending`` (its one response asks for more).
+
+    For :attr:`SessionFindings.all_answered`: in a session where every call has
+    exactly one response, :func:`_call_findings` would find each call
+    ``answered`` unless its response awaits a confirmation or a credential. It
+    reads the same values :func:`_call_findings` reads, through the same
+    accessors, so a malformed row raises here as it would there.
+    """
+    for index, (calls, responses) in enumerate(steps):
+        if calls:
+            access.timestamp(events[index])
+        if responses:
+            access.heal_marker(events[index])
+            if access.pending_ids(events[index]):
+                return False
+    return True
 
 
 def _call_findings(

@@ -484,6 +484,9 @@ class ScanReport:
         The findings' calls are built before anything is counted, so a
         malformed row that makes building them raise leaves the report as it was.
         """
+        if findings.all_answered:  # nothing to list: the call findings are not built
+            self.events_scanned += events
+            return
         calls = findings.calls
         self.events_scanned += events
         dead = False

@@ -76,6 +76,13 @@ JSON_SHAPES: dict[str, tuple[Edit, str]] = {
                        "content.parts[0].function_response.id is a number"),
     "call_name_number": (_call_part({"function_response": {"id": "c", "name": 7}}),
                          "content.parts[0].function_response.name is a number"),
+    # Only the call's one response is damaged, so the session still looks healthy: the
+    # report's shortcut for all-answered sessions must find these as the call findings do.
+    "metadata_list": (lambda data: json.dumps({**data, "custom_metadata": [1]}),
+                      "custom_metadata is a list, not an object"),
+    "confirmations_number": (
+        lambda data: json.dumps({**data, "actions": {"requested_tool_confirmations": 5}}),
+        "actions.requested_tool_confirmations is a number, not an object"),
 }
 """Damage that is still valid JSON, so any backend's JSON column can hold it."""
 
@@ -225,6 +232,27 @@ async def test_every_damaged_shape_in_sqlite_through_the_cli(kind: str, tmp_path
         again = cli("scan", store.url, "--older-than", "1h")
         assert again.exit_code == 3, again.output
         assert "skipped whole" in again.stderr  # the summary line, beside the TSV
+
+
+async def test_a_wrong_typed_call_time_in_a_healthy_session_is_reported(tmp_path: Path) -> None:
+    """A call row whose JSON timestamp is text, in a session where every call is answered, is
+    reported with its event id and problem, as in a session with a dead call."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"healthy": answered_then_superseded(), "dead": dead()})
+        assert store.sqlite_path is not None
+        call_id = answered_then_superseded().events[1].id
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            for session in ("healthy", "dead"):
+                where = "session_id = ? AND event_data LIKE '%function_call%'"
+                (data,) = db.execute(f"SELECT event_data FROM events WHERE {where}",
+                                     (session,)).fetchone()
+                db.execute(f"UPDATE events SET event_data = ? WHERE {where}",
+                           (json.dumps({**json.loads(data), "timestamp": "noon"}), session))
+        report = await scan(store.url, now=NOW, stale_after=3600)
+        problem = "timestamp is a string, not a number"
+        assert damaged_of(report)["healthy"] == (call_id, problem)
+        assert damaged_of(report)["dead"][1] == problem
+        assert report.events_scanned == 5 + 3 and not report.dead_calls
 
 
 async def test_plan_and_apply_report_damaged_rows(tmp_path: Path) -> None:

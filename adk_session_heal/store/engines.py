@@ -29,6 +29,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import UnsupportedStoreError
+from ..json_decode import loads as json_loads
 from ..shards import SQLITE_FUNCTION, bucket
 from .urls import StoreUrl
 
@@ -126,4 +127,7 @@ def create_store_engine(url: StoreUrl, *, writable: bool, timeouts: Timeouts) ->
         connect_args["read_timeout"] = timeouts.statement
     else:
         connect_args["connect_timeout"] = timeouts.connect
+    if driver == "asyncpg":  # asyncpg hands json/jsonb values decoded, with this
+        return create_async_engine(sqlalchemy_url, connect_args=connect_args,
+                                   json_deserializer=json_loads)
     return create_async_engine(sqlalchemy_url, connect_args=connect_args)

@@ -51,6 +51,7 @@ from ..errors import StoreError, UnsupportedStoreError
 from ..event_access import STORED_JSON
 from ..heal_record import HealRecord
 from ..healing import Heal, SessionHeals
+from ..json_decode import loads as json_loads
 from ..runs import RepairRun, count_ids, run_from_row, run_row, undone_run, with_counts
 from ..session_key import SessionKey
 from .base import (
@@ -179,7 +180,7 @@ def _read_value(
     guessed = SessionKey(*(key[len(prefix):].split(":", 2) + ["", ""])[:3])
     try:
         raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
-        doc = json.loads(raw.decode())
+        doc = json_loads(raw.decode())
     except UnicodeDecodeError:
         return guessed, None, f"the value is binary ({len(raw):,} bytes, not UTF-8 text)"
     except ValueError as exc:

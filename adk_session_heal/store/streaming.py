@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import column_to_timestamp
 from ..event_access import stored_event_problem
+from ..json_decode import loads as json_loads
 from ..session_key import SessionKey
 from ..shards import SQLITE_FUNCTION, bucket
 from .base import DamagedRow, StoredSession
@@ -107,7 +108,7 @@ async def grouped_sessions(
     This loop runs once per stored event, so it is written flat: a healthy row
     pays for nothing but the type checks it always had.
     """
-    loads = json.loads
+    loads = json_loads
     app = user = session = None
     events: list[dict[str, Any]] = []
     damaged: list[DamagedRow] = []

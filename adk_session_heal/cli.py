@@ -278,11 +278,11 @@ def _fleet(command: F) -> F:
         "--full-scan", "prefilter", flag_value="never",
         help="Classify every session in Python instead of letting the database pick the "
         "ones that can hold a finding first (the SQL prefilter, used by default on "
-        "PostgreSQL and SQLite; it hands any row it cannot read to Python).",
+        "PostgreSQL; it hands any row it cannot read to Python).",
     )(command)
     command = click.option(
         "--prefilter", "prefilter", flag_value="always",
-        help="Use the SQL prefilter on MySQL/MariaDB too (measured slower there).",
+        help="Use the SQL prefilter on SQLite and MySQL/MariaDB too (measured slower there).",
     )(command)
     # The default needs a flag of its own: click 8.1 reads a string default on either
     # flag above as that flag's value (so no flag would mean --full-scan).

@@ -102,6 +102,13 @@ SPOILS: dict[str, tuple[Spoil, bool]] = {
                                            {_part(e)["id"]: {}})(e), True),
     "rewind": (_set(("actions",), {"rewind_before_invocation_id": "inv-0"}), True),
     "actions_string": (_set(("actions",), "x"), True),
+    # Read by classification in every session, clean ones included: a wrong type is damage.
+    "timestamp_text": (_set(("timestamp",), "noon"), True),
+    "timestamp_numeric_text": (_set(("timestamp",), "1700000000.5"), True),
+    "timestamp_object": (_set(("timestamp",), {}), True),
+    "metadata_list": (_set(("custom_metadata",), [1]), True),
+    "camel_metadata_string": (_set(("customMetadata",), "x"), True),
+    "confirmations_number": (_set(("actions", "requested_tool_confirmations"), 5), True),
     "args_mention": (lambda e: _set(("content", "parts", 0, _fn(e), "args"),
                                     {"q": '"function_call"'})(e) if _fn(e) == "function_call"
                      else json.dumps(e), True),
@@ -242,8 +249,8 @@ async def test_text_column_on_postgres_falls_back(tmp_path: Path) -> None:
 
 
 async def test_where_the_prefilter_is_used_by_default(tmp_path: Path) -> None:
-    """By default PostgreSQL and SQLite prefilter; MariaDB scans everything unless told."""
-    for kind, used in (("db_sqlite", True), ("adk_sqlite", True), ("postgres", True),
+    """By default PostgreSQL prefilters; SQLite and MariaDB scan everything unless told."""
+    for kind, used in (("db_sqlite", False), ("adk_sqlite", False), ("postgres", True),
                        ("mariadb", False)):
         directory = tmp_path / kind
         directory.mkdir()

@@ -52,7 +52,7 @@ from .ledger_table import (
     unsettle_params,
     unsettle_sql,
 )
-from .prefilter import Columns, candidates_query
+from .prefilter import PREFILTER_PAYS, Columns, candidates_query
 from .streaming import grouped_sessions, sqlite_chunks, sqlite_functions
 from .urls import StoreUrl
 
@@ -255,9 +255,11 @@ class AdkSqliteStore(SessionStore):
     ) -> tuple[int, AsyncGenerator[StoredSession, None]] | None:
         """Returns the matching events' count and a stream of the candidate sessions only.
 
-        The file's SQLite picks them (:mod:`~adk_session_heal.store.prefilter`).
+        The file's SQLite picks them (:mod:`~adk_session_heal.store.prefilter`);
+        ``None`` unless ``everywhere``: SQLite ran the prefilter slower than the
+        full scan (:data:`~adk_session_heal.store.prefilter.PREFILTER_PAYS`).
         """
-        if self.url is None:
+        if self.url is None or ("sqlite" not in PREFILTER_PAYS and not everywhere):
             return None
         clause, params = where.where("session_id", "sqlite", epoch_times=True)
         total = await self._count(f"SELECT count(*) FROM events{clause}", params)

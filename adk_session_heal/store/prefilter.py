@@ -9,7 +9,8 @@ every session that is **not** provably clean, in the order ADK reads them;
 Python classifies only those. A session is a candidate when any of these holds:
 
 * a row is not a readable JSON object, a key column the reader needs is NULL,
-  or its ``content``, ``parts`` or ``actions`` is of the wrong JSON type;
+  or its ``content``, ``parts``, ``actions``, ``custom_metadata`` or ``timestamp``
+  is of the wrong JSON type;
 * a row is a streaming partial, names long-running tools, asks for a tool
   confirmation or a credential (a call it answers is pending), or rewinds;
 * a row uses camelCase function keys, or (text-stored engines) holds the text
@@ -35,14 +36,14 @@ compared byte for byte, as Python compares them. The differential tests
 (``tests/test_prefilter.py``) compare prefiltered scans with full scans on
 every engine over ugly stores.
 
-Cost, measured (BENCHMARKS.md): the checks read each row's JSON two or three
+Cost, measured (BENCHMARKS.md): the checks read each row's JSON three or four
 times where a row is healthy, cheapest test first; rare keys are read only in
 rows whose text names them. PostgreSQL reads ``jsonb`` in place (containment
 and key tests, no copies of large responses) and computes the candidates'
 keys in a query of their own, which may use parallel workers (a cursor never
-does); MariaDB's JSON functions parse the text at every call, so there the
-prefilter is slower than classifying everything and is off unless asked for
-(:data:`PREFILTER_PAYS`).
+does). SQLite's and MariaDB's JSON functions parse the text at every call, so
+there the prefilter is slower than decoding each row once in Python and
+classifying everything, and is off unless asked for (:data:`PREFILTER_PAYS`).
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ __all__ = [
 PREFILTER_DIALECTS = frozenset({"postgresql", "mysql", "mariadb", "sqlite"})
 """SQLAlchemy dialect names the prefilter has a query for."""
 
-PREFILTER_PAYS = frozenset({"postgresql", "sqlite"})
-"""Where the prefilter is used by default: MariaDB 10.11 ran it slower than the
-full scan (its JSON functions parse the text at every call; BENCHMARKS.md)."""
+PREFILTER_PAYS = frozenset({"postgresql"})
+"""Where the prefilter is used by default. SQLite 3.40 and MariaDB 10.11 ran it
+slower than the full scan: their JSON functions parse the text at every call,
+which costs more than decoding it once in Python (BENCHMARKS.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +102,13 @@ class _Json:
     def type_is(self, doc: str, keys: tuple[str, ...], *names: str) -> str:
         """True when the value at ``keys`` is of one of the JSON types ``names``.
 
-        Names: ``object``, ``array``, ``string``, ``null``. An absent key gives NULL.
+        Names: ``object``, ``array``, ``string``, ``number``, ``null``. An absent
+        key gives NULL.
         """
-        spelled = {"sqlite": {"string": "text"}}.get(self.dialect, {})
-        values = ", ".join(f"'{spelled.get(n, n).upper() if self._upper else spelled.get(n, n)}'"
-                           for n in names)
+        spelled = _TYPE_NAMES.get("mysql" if self._upper else self.dialect, {})
+        values = ", ".join(f"'{spelling}'" for n in names for spelling in spelled.get(n, (n,)))
+        if self._upper:
+            values = values.upper()
         return f"{self.typeof(doc, keys)} IN ({values})"
 
     @property
@@ -411,6 +415,9 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
         f"NOT {_ok(parts_type)} AND ({content_wrong} OR {parts_wrong})",
         j.actions_wrong(d),
         j.awaiting(d),
+        # Classification reads every call's time, even in a clean session: a time it
+        # cannot read as a number is damage (and a number in a string is read).
+        _ok(f"NOT {j.type_is(d, ('timestamp',), 'number', 'null')}"),
         *j.foreign_escapes(d),
     ]
     rare = {  # keys ADK seldom writes: read only in rows whose text names them
@@ -421,6 +428,9 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
             f"(CASE WHEN {j.type_is(d, ('long_running_tool_ids',), 'array')} "
             f"THEN {j.length(d, ('long_running_tool_ids',))} > 0 END)"),
         "longRunning": _ok(j.present(d, ("longRunningToolIds",))),
+        # Read for the heal marker in every response (an object, or damage).
+        "custom_metadata": _ok(f"NOT {j.type_is(d, ('custom_metadata',), 'object', 'null')}"),
+        "customMetadata": _ok(f"NOT {j.type_is(d, ('customMetadata',), 'object', 'null')}"),
         "ewind": _ok(f"{j.present(d, ('actions', 'rewind_before_invocation_id'))} "
                      f"OR {j.present(d, ('actions', 'rewindBeforeInvocationId'))}"),
     }
@@ -540,8 +550,16 @@ def _candidates_read_once() -> str:
 
 
 _TOP_LEVEL_KEYS = {"partial": "partial", "long_running": "long_running_tool_ids",
-                   "longRunning": "longRunningToolIds"}
+                   "longRunning": "longRunningToolIds", "custom_metadata": "custom_metadata",
+                   "customMetadata": "customMetadata"}
 """The key a rare check's word stands for, where it is a top-level key (a cheap ``?``)."""
+
+_TYPE_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    "sqlite": {"string": ("text",), "number": ("integer", "real")},
+    "mysql": {"number": ("integer", "double", "decimal", "unsigned integer")},
+}
+"""How an engine's JSON type function names a JSON type, where not as JSON does
+(MySQL/MariaDB in capitals)."""
 
 _FUNCTION_KEYS = ("function_call", "function_response", "functionCall", "functionResponse")
 """The keys of a part that make it a call or a response, to Python's reader."""

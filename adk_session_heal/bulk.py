@@ -261,7 +261,7 @@ async def _changes(
         if (revision := await store.ledger_revision()) not in INCREMENTAL_REVISIONS:
             raise LedgerError(missing_ledger_message(store, revision))
         assert store.url is not None
-        ledger = SqlHealLedger.from_url(store.url)
+        ledger = SqlHealLedger.from_url(store.url, engine=store.server_engine())
         try:
             previous = await ledger.watermark(scope)
         finally:
@@ -276,11 +276,11 @@ async def _changes(
     return replace(where, since=Since(after)), None
 
 
-async def _save_watermark(url: StoreUrl, report: ScanReport, now: float,
+async def _save_watermark(store: SessionStore, report: ScanReport, now: float,
                           timeout: TimeoutArg) -> None:
     """Records an incremental run's state (the sessions its report lists), once complete."""
-    assert report.incremental is not None
-    ledger = SqlHealLedger.from_url(url, timeout=timeout)
+    assert report.incremental is not None and store.url is not None
+    ledger = SqlHealLedger.from_url(store.url, timeout=timeout, engine=store.server_engine())
     try:
         await ledger.save_watermark(report.incremental, report.unsettled_sessions(), now)
     finally:
@@ -372,7 +372,8 @@ async def tool_runs_of(store: SessionStore,
         runs = RedisToolRunLedger.from_url(store.url)
     elif store.url is not None and store.layout in (Layout.DATABASE, Layout.ADK_SQLITE) and (
             await store.ledger_revision() in TOOL_RUNS_REVISIONS):
-        runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout)
+        runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout,
+                                         engine=store.server_engine())
         if await runs.empty():
             await runs.close()
             yield None
@@ -547,8 +548,8 @@ async def scan(
             to connect, 60 s per statement).
         prefilter: Whether the database picks the sessions that can hold a
             finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
-            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
-            engine has one (MySQL/MariaDB too, where it measured slower than
+            where that pays (PostgreSQL), ``"always"`` wherever the engine has
+            one (SQLite and MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
         since: Read only the sessions updated from this time (POSIX seconds)
             on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
@@ -573,8 +574,7 @@ async def scan(
                 tool_runs=tool_runs, prefilter=prefilter, since=since, incremental=incremental,
             )
         if report.incremental is not None:
-            assert store.url is not None
-            await _save_watermark(store.url, report, clock, timeout)
+            await _save_watermark(store, report, clock, timeout)
         return report
     finally:
         await store.close()
@@ -608,8 +608,8 @@ async def plan_repair(
             to connect, 60 s per statement).
         prefilter: Whether the database picks the sessions that can hold a
             finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
-            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
-            engine has one (MySQL/MariaDB too, where it measured slower than
+            where that pays (PostgreSQL), ``"always"`` wherever the engine has
+            one (SQLite and MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
         since: Read only the sessions updated from this time (POSIX seconds)
             on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
@@ -710,7 +710,7 @@ async def apply_plan(
             await _check_ledger(store)
         report = await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
         if plan.scan.incremental is not None:
-            await _save_watermark(plan.url, plan.scan, time.time(), timeout)
+            await _save_watermark(store, plan.scan, time.time(), timeout)
         return report
     finally:
         await store.close()
@@ -751,8 +751,8 @@ async def repair(
             to connect, 60 s per statement).
         prefilter: Whether the database picks the sessions that can hold a
             finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
-            where that pays (PostgreSQL, SQLite), ``"always"`` wherever the
-            engine has one (MySQL/MariaDB too, where it measured slower than
+            where that pays (PostgreSQL), ``"always"`` wherever the engine has
+            one (SQLite and MySQL/MariaDB too, where it measured slower than
             classifying everything), ``"never"`` (classify every session).
         since: Read only the sessions updated from this time (POSIX seconds)
             on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.incremental`).
@@ -791,7 +791,7 @@ async def repair(
         repaired = await _apply(store, plan, ledger=ledger, batch_size=batch_size,
                                 on_heal=on_heal)
         if report.incremental is not None:
-            await _save_watermark(store.url, report, time.time(), timeout)
+            await _save_watermark(store, report, time.time(), timeout)
         return repaired
     finally:
         await store.close()

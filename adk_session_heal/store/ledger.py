@@ -140,20 +140,26 @@ class SqlHealLedger:
         self._url: StoreUrl | None = None
 
     @classmethod
-    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None) -> SqlHealLedger:
+    def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None,
+                 engine: AsyncEngine | None = None) -> SqlHealLedger:
         """Opens the ledger of a session database given by URL (any accepted form).
 
         Args:
             url: The session database.
             timeout: How long to wait for a database server (see
                 :func:`~adk_session_heal.store.open_store`).
+            engine: An engine already open on that database, to share (not
+                disposed on :meth:`close`); by default the ledger opens its own.
 
         Raises:
             UnsupportedStoreError: The URL is not one this package reads.
         """
         store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
-        ledger = cls(engine, owns_engine=True)
+        owns = engine is None
+        if engine is None:
+            engine = create_store_engine(store_url, writable=True,
+                                         timeouts=Timeouts.of(timeout))
+        ledger = cls(engine, owns_engine=owns)
         ledger._url = store_url
         return ledger
 

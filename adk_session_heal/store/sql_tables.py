@@ -542,6 +542,10 @@ class SqlTablesStore(SessionStore):
                 stored[heal.event_id] = _to_event(row)
         return stored
 
+    def server_engine(self) -> AsyncEngine | None:
+        """This store's engine when it is on a server (see :meth:`SessionStore.server_engine`)."""
+        return self.engine if self.url is not None and self.url.sqlite_path is None else None
+
     async def close(self) -> None:
         """Disposes the engine if this adapter opened it."""
         if self._owns_engine:

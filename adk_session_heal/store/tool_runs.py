@@ -155,17 +155,22 @@ class SqlToolRunLedger:
 
     @classmethod
     def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None,
-                 writable: bool = True) -> SqlToolRunLedger:
+                 writable: bool = True, engine: AsyncEngine | None = None) -> SqlToolRunLedger:
         """Opens the tool-run ledger of the session database at ``url`` (any accepted form).
 
         Args:
             url: The session database.
             timeout: How long to wait for a database server.
             writable: ``False`` only reads (a scan opens SQLite files read-only).
+            engine: An engine already open on that database, to share (not
+                disposed on :meth:`close`); by default the ledger opens its own.
         """
         store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        engine = create_store_engine(store_url, writable=writable, timeouts=Timeouts.of(timeout))
-        ledger = cls(engine, owns_engine=True)
+        owns = engine is None
+        if engine is None:
+            engine = create_store_engine(store_url, writable=writable,
+                                         timeouts=Timeouts.of(timeout))
+        ledger = cls(engine, owns_engine=owns)
         ledger._url = store_url
         return ledger
 

@@ -187,7 +187,7 @@ def pair(steps: Iterable[Step], *, idless: IdlessRule = "newest") -> Pairing:
     return Pairing(tuple(occurrences), tuple(orphans))
 
 
-def answered_once(steps: Iterable[Step]) -> bool:
+def answered_once(steps: Iterable[Step], called: set[str] | None = None) -> bool:
     """Whether every call of a history is answered by exactly one response, and nothing else.
 
     The healthy session's shape, checked without pairing: every call part has
@@ -201,9 +201,13 @@ def answered_once(steps: Iterable[Step]) -> bool:
 
     Args:
         steps: The history, oldest first (empty steps may be :data:`EMPTY_STEP`).
+        called: To go on from a prefix of the history for which this held: the
+            ids its calls used (every one of them answered). The ids of the
+            calls in ``steps`` are added to it as they are read.
     """
     open_ids: set[str] = set()
-    called: set[str] = set()
+    if called is None:
+        called = set()
     for calls, responses in steps:
         if not calls and not responses:
             continue

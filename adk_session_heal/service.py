@@ -6,7 +6,9 @@ inner service unchanged, and two add healing:
 * ``get_session`` classifies the loaded events (pure, no I/O) and, when a call
   is dead, writes one synthetic response per call event before returning the
   session with the heals in place. A session with nothing to heal costs no I/O
-  beyond the inner read.
+  beyond the inner read. A session read again whose events still start with
+  the ones found clean last time (every call answered once; see
+  :mod:`~adk_session_heal.clean_prefix`) has only its newer events read.
 * ``append_event``, when the event starts a new invocation, first heals the
   calls the earlier invocations left dead, through the caller's own session
   object. Storage then reads call, synthetic response, new message, and the
@@ -52,6 +54,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
@@ -61,6 +64,7 @@ from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from typing_extensions import override
 
+from .clean_prefix import CleanPrefix, clean_prefix
 from .errors import HealWriteError
 from .event_access import ADK_EVENTS
 from .findings import classify, with_tool_runs
@@ -80,6 +84,9 @@ if TYPE_CHECKING:
 __all__ = ["HealLedger", "HealingSessionService"]
 
 logger = logging.getLogger("adk_session_heal")
+
+_CLEAN_SESSIONS = 1024
+"""How many sessions' clean prefixes a service remembers (least recently read dropped)."""
 
 
 class HealLedger(Protocol):
@@ -150,6 +157,7 @@ class HealingSessionService(BaseSessionService):
         self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        self._clean: OrderedDict[tuple[str, str, str], CleanPrefix] = OrderedDict()
 
     @property
     def inner(self) -> BaseSessionService:
@@ -182,6 +190,7 @@ class HealingSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Forwards to the inner service."""
+        self._clean.pop((app_name, user_id, session_id), None)
         await self._inner.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     @override
@@ -288,6 +297,26 @@ class HealingSessionService(BaseSessionService):
             self._locks[key] = lock
         return lock
 
+    def _clean_now(self, session: Session, incoming: Event | None) -> bool:
+        """Whether the session (with ``incoming`` after it) is clean: then nothing is healed.
+
+        Reads only the events after the clean prefix remembered from an
+        earlier read (:func:`~adk_session_heal.clean_prefix.clean_prefix`),
+        and remembers the session's events as the new one when they are clean.
+        """
+        key = (session.app_name, session.user_id, session.id)
+        known = self._clean.get(key)
+        clean = clean_prefix(session.events, ADK_EVENTS, known)
+        if clean is None:
+            return False
+        if clean is not known:
+            self._clean[key] = clean
+            if len(self._clean) > _CLEAN_SESSIONS:
+                self._clean.popitem(last=False)
+        self._clean.move_to_end(key)
+        return incoming is None or clean_prefix([*session.events, incoming], ADK_EVENTS,
+                                                clean) is not None
+
     async def _heal(
         self,
         session: Session,
@@ -311,6 +340,8 @@ class HealingSessionService(BaseSessionService):
         if incoming is not None:
             events = [*session.events, incoming]
         try:  # fail-open like the write: a healer must never break the user's turn
+            if whole and self._clean_now(session, incoming):
+                return
             findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
                                 clock_skew=self.policy.clock_skew_seconds)
             if whole and incoming is None and any(

@@ -3,7 +3,9 @@
 Measures, side by side in one run, on DatabaseSessionService over SQLite:
 
 * ``get_session`` of a clean session (every call answered) of 50, 1,000 and
-  10,000 events: bare inner service vs wrapped. Goal: ratio <= 1.01. The
+  10,000 events: bare inner service vs wrapped, read again and again as a
+  runner does, and the wrapper's own work on a first read (nothing
+  remembered of the session, every event read). Goal: ratio <= 1.01. The
   1,000-event session is also measured over ``InMemorySessionService``
   (issue 13 point 5: "the wrapper's ``get_session`` on a clean 1,000-event
   session <= 1.01x the inner service").
@@ -30,10 +32,16 @@ from pathlib import Path
 
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
+from google.adk.sessions import (
+    BaseSessionService,
+    DatabaseSessionService,
+    InMemorySessionService,
+    Session,
+)
 from google.genai import types
 
 from adk_session_heal import HealingSessionService, classify
+from adk_session_heal.heal_record import HealTrigger
 from adk_session_heal.testing import History, ScriptedModel
 
 APP, USER = "bench", "user"
@@ -99,10 +107,11 @@ async def bench_get_session(directory: Path, sizes: list[int], repetitions: int,
         bare_s, wrapped_s = await alternate(bare_get, wrapped_get, reps)
         loaded = await inner.get_session(app_name=APP, user_id=USER, session_id=session_id)
         assert loaded is not None
-        added = classification_cost(loaded.events)
         label = " (in memory)" if in_memory else ""
         rows.append((f"get_session, {size:,} events{label}", bare_s, wrapped_s, reps, 1.01,
-                     added))
+                     await wrapper_cost(wrapped, loaded)))
+        rows.append((f"  first read of it (nothing remembered){label}", bare_s, None, reps, 1.01,
+                     await wrapper_cost(lambda inner=inner: HealingSessionService(inner), loaded)))
         if isinstance(inner, DatabaseSessionService):
             await inner.close()
     return rows
@@ -135,19 +144,27 @@ async def bench_runner(directory: Path, repetitions: int) -> tuple:
     await inner_b.close()
     loaded = await inner_b.get_session(app_name=APP, user_id=USER, session_id=wrapped_id)
     assert loaded is not None
-    # Per invocation the wrapper classifies twice: in get_session and at the
-    # invocation boundary of the user message's append.
-    added = 2 * classification_cost(loaded.events)
+    # Per invocation the wrapper reads the session twice: in get_session and at the
+    # invocation boundary of the user message's append (an upper bound: nothing remembered).
+    added = 2 * await wrapper_cost(lambda: HealingSessionService(inner_b), loaded)
     return ("Runner invocation, 200-event session", bare_s, wrapped_s, repetitions, 1.02, added)
 
 
-def classification_cost(events: list) -> float:
-    """Median seconds of the work the wrapper adds on a healthy session."""
+async def wrapper_cost(
+    service: HealingSessionService | Callable[[], HealingSessionService], session: Session
+) -> float:
+    """Median seconds of the work the wrapper adds to a ``get_session`` of a healthy session.
+
+    ``service``: the wrapper that served the timed reads (it remembers the session as
+    clean), or a factory of fresh ones (a first read: every event is read).
+    """
     samples = []
     for _ in range(50):
+        wrapper = service if isinstance(service, HealingSessionService) else service()
         start = time.perf_counter()
-        assert not classify(events, now=time.time()).needs_healing
+        await wrapper._heal(session, HealTrigger.GET_SESSION)  # what get_session adds
         samples.append(time.perf_counter() - start)
+        assert not classify(session.events, now=time.time()).needs_healing
     return statistics.median(samples)
 
 
@@ -155,7 +172,9 @@ def print_table(rows: list[tuple]) -> None:
     print(f"{'measurement':38} {'bare ms':>9} {'wrapped ms':>10} {'ratio':>6} {'goal':>6}"
           f" {'added ms':>9} {'added/bare':>10} {'n':>4}")
     for name, bare_s, wrapped_s, n, goal, added in rows:
-        print(f"{name:38} {bare_s * 1e3:9.2f} {wrapped_s * 1e3:10.2f} {wrapped_s / bare_s:6.3f}"
+        wrapped = "" if wrapped_s is None else f"{wrapped_s * 1e3:.2f}"
+        ratio = "" if wrapped_s is None else f"{wrapped_s / bare_s:.3f}"
+        print(f"{name:38} {bare_s * 1e3:9.2f} {wrapped:>10} {ratio:>6}"
               f" {'<=' + str(goal):>6} {added * 1e3:9.3f} {1 + added / bare_s:10.4f} {n:4d}")
 
 

@@ -342,6 +342,90 @@ async def test_late_real_response_wins_in_the_request(store_factory: ServiceFact
     assert finding.status is CallStatus.ANSWERED and not finding.answered_by_heal
 
 
+async def test_a_session_read_clean_then_left_with_a_dead_call_is_healed(
+    store_factory: ServiceFactory,
+) -> None:
+    """A session the wrapper remembers as clean, given a dead call by another writer, is
+    healed on the next read: the events after the remembered ones are read."""
+    history = History(start=time.time() - 600)
+    history.user("weather?")
+    call = history.call("get_weather")
+    history.respond((call, "get_weather", {"temp": 20}))
+    history.text("20 degrees")
+    session = await store_crashed(await store_factory(), history)
+    service = HealingSessionService(await store_factory())
+    for _ in range(2):
+        read = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert read is not None and synthetic(read.events) == []
+
+    more = History(start=time.time() - 300)
+    more.user("and tomorrow?")
+    lost = more.call("get_weather")
+    more.user("hello?")
+    writer = await store_factory()  # another process, bypassing the wrapper
+    held = await writer.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert held is not None
+    for event in more.events:
+        await writer.append_event(held, event.model_copy(update={"id": f"more-{event.id}"}))
+
+    healed = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert healed is not None
+    (heal,) = synthetic(await stored_events(store_factory, session.id))
+    assert heal.content is not None and heal.content.parts is not None
+    response = heal.content.parts[0].function_response
+    assert response is not None and response.id == lost
+
+
+async def test_an_in_flight_call_read_again_is_healed_once_stale(
+    store_factory: ServiceFactory,
+) -> None:
+    """A session with a call in flight is not remembered as clean: once the call is stale,
+    the next read heals it, and reads after that add nothing."""
+    now = [time.time()]
+    history = History(start=now[0] - 10)
+    history.user("weather?")
+    history.call("get_weather")
+    session = await store_crashed(await store_factory(), history)
+    service = HealingSessionService(await store_factory(),
+                                    HealPolicy(stale_after=60, clock_skew=0),
+                                    clock=lambda: now[0])
+    await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert synthetic(await stored_events(store_factory, session.id)) == []
+    now[0] += 120
+    for _ in range(3):
+        await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert len(synthetic(await stored_events(store_factory, session.id))) == 1
+
+
+async def test_a_heal_remembered_as_clean_is_taken_back_when_the_real_answer_comes(
+    store_factory: ServiceFactory,
+) -> None:
+    """Read again after its heal, a session is clean (the heal answers the call); the real
+    response stored later by another writer still makes the next read take the heal back."""
+    history = History(start=time.time() - 600)
+    history.user("weather?")
+    call = history.call("get_weather")
+    session = await store_crashed(await store_factory(), history)
+    service = HealingSessionService(await store_factory(), HealPolicy(stale_after=60))
+    for _ in range(2):
+        read = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert read is not None and len(synthetic(read.events)) == 1
+
+    writer = await store_factory()
+    held = await writer.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert held is not None
+    await writer.append_event(held, Event(
+        invocation_id=history.invocation_id, author="assistant",
+        content=types.Content(role="user", parts=[types.Part(
+            function_response=types.FunctionResponse(id=call, name="get_weather",
+                                                     response={"forecast": "sunny"}))])))
+    read = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert read is not None and synthetic(read.events) == []
+    stored = await stored_events(store_factory, session.id)
+    assert synthetic(stored) == [] and len(stored) == 3
+
+
 async def test_nothing_to_heal_costs_no_writes(store_factory: ServiceFactory) -> None:
     """A healthy session is returned as the inner service returned it."""
     history = History(start=time.time() - 60)

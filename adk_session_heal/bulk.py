@@ -43,6 +43,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .collector import fewer_collections as _fewer_collections
 from .errors import LedgerError, StoreError
 from .event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from .findings import SessionFindings, classify, with_tool_runs
@@ -195,40 +196,43 @@ async def _plan(
         progress.start(report.sessions_scanned)
     planned: list[SessionHeals] = []
     streamed = _Streamed()
-    # Closed as soon as the loop ends, also on an error: a stream left open holds its
-    # database connection until the garbage collector finds it.
-    async with contextlib.aclosing(
-            _sessions(store, where, prefilter=prefilter, streamed=streamed)) as sessions:
-        async for stored in sessions:
-            key = stored.key
-            rows = len(stored.events) + len(stored.damaged)
-            streamed.sessions += 1
-            streamed.events += rows
-            heals: SessionHeals | None = None
-            damaged = stored.damaged
-            if not damaged:
-                try:
-                    findings = await classify_stored(stored, tool_runs, now=now,
-                                                     stale_after=stale_after, clock_skew=clock_skew)
-                    if policy is not None and findings.needs_healing:
-                        heals = plan_session(
-                            stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
-                            healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
-                            run_id=run_id,
-                        )
-                    report.add(key, rows, findings)
-                    if any(d.involves_heal for d in findings.duplicate_responses):
-                        report.superseded_heals.extend(
-                            SupersededEntry.of(key, late)
-                            for late in late_results(stored.events, STORED_JSON))
-                except (TypeError, AttributeError, ValueError) as exc:
-                    damaged = _malformed_rows(stored.events, exc)
-            if damaged:
-                report.add_damaged(key, rows, damaged)
-            elif heals is not None:
-                planned.append(heals)
-            if progress is not None:
-                progress.advance(1)
+    # Fewer garbage collections while rows are decoded (see adk_session_heal.collector).
+    with _fewer_collections():
+        # Closed as soon as the loop ends, also on an error: a stream left open holds its
+        # database connection until the garbage collector finds it.
+        async with contextlib.aclosing(
+                _sessions(store, where, prefilter=prefilter, streamed=streamed)) as sessions:
+            async for stored in sessions:
+                key = stored.key
+                rows = len(stored.events) + len(stored.damaged)
+                streamed.sessions += 1
+                streamed.events += rows
+                heals: SessionHeals | None = None
+                damaged = stored.damaged
+                if not damaged:
+                    try:
+                        findings = await classify_stored(
+                            stored, tool_runs, now=now, stale_after=stale_after,
+                            clock_skew=clock_skew)
+                        if policy is not None and findings.needs_healing:
+                            heals = plan_session(
+                                stored.events, findings, key, policy, trigger=HealTrigger.REPAIR,
+                                healed_at=now, seen_events=len(stored.events), access=STORED_JSON,
+                                run_id=run_id,
+                            )
+                        report.add(key, rows, findings)
+                        if any(d.involves_heal for d in findings.duplicate_responses):
+                            report.superseded_heals.extend(
+                                SupersededEntry.of(key, late)
+                                for late in late_results(stored.events, STORED_JSON))
+                    except (TypeError, AttributeError, ValueError) as exc:
+                        damaged = _malformed_rows(stored.events, exc)
+                if damaged:
+                    report.add_damaged(key, rows, damaged)
+                elif heals is not None:
+                    planned.append(heals)
+                if progress is not None:
+                    progress.advance(1)
     if streamed.total_events is not None:  # the clean sessions the prefilter passed over
         report.events_scanned += max(0, streamed.total_events - streamed.events)
         if progress is not None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import importlib
 import inspect
 import itertools
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import click
 
+from .collector import fewer_collections
 from .errors import HealError
 from .json_version import JSON_FORMAT
 from .policy import HealPolicy
@@ -88,8 +88,6 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT, as shells report it)."""
 _PIPED_WIDTH = 100_000
 """Rich's width when stdout is not a terminal: wide enough that no cell is ever cut."""
-_YOUNG_COLLECTION_EVERY = 50_000
-"""Allocations between two young garbage collections while a command runs (Python: 700)."""
 
 
 class CliError(click.ClickException):
@@ -184,20 +182,11 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Runs a library coroutine (its errors reach :meth:`_Cli.invoke`).
 
-    The garbage collector runs less often meanwhile: a scan decodes every
-    stored event into short-lived dicts and lists, which reference counting
-    frees, and each collection they triggered walked whatever was alive. On a
-    100k-event PostgreSQL scan the collector ran 1,717 times and took about
-    45 % of the CPU time; one young collection per 50,000 allocations leaves
-    it under 5 %, at the same peak RSS (figures in BENCHMARKS.md). Cyclic
-    garbage is still collected, later.
+    The garbage collector runs less often meanwhile, output included
+    (:func:`~adk_session_heal.collector.fewer_collections`).
     """
-    thresholds = gc.get_threshold()
-    gc.set_threshold(_YOUNG_COLLECTION_EVERY, *thresholds[1:])
-    try:
+    with fewer_collections():
         return asyncio.run(coroutine)
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def _url_argument(command: F) -> F:

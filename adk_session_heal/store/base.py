@@ -117,7 +117,7 @@ class SessionFilter:
                 clauses.append(f"{column} = :{name}")
                 params[name] = value
         if self.shard is not None:
-            clauses.append(self.shard.sql(dialect or "", session_column))
+            clauses.append(_in_shard(self.shard, session_column, dialect or ""))
         if self.since is not None:
             clauses.append(_changed(self.since, session_column, dialect or "", epoch_times,
                                     params))
@@ -129,6 +129,23 @@ class SessionFilter:
                 and (self.user_id is None or self.user_id == key.user_id)
                 and (self.session_id is None or self.session_id == key.session_id)
                 and (self.shard is None or self.shard.holds(key)))
+
+
+def _in_shard(shard: Shard, session_column: str, dialect: str) -> str:
+    """The clause keeping one shard's sessions, hashed where that measured cheapest.
+
+    On PostgreSQL the ``events`` rows are kept through a row-value ``IN`` over
+    the shard's keys in ``sessions`` (as a scan counts sessions): one hash per
+    session instead of one per event. Two shards side by side of 300k events
+    took 1.41x one whole scan hashing each row, 0.69x this way (measured). On
+    SQLite (whose rows then came back unordered, to be sorted) and MariaDB
+    hashing each row measured faster.
+    """
+    if dialect != "postgresql" or session_column == "id":
+        return shard.sql(dialect, session_column)
+    return (f"(app_name, user_id, {session_column}) IN (SELECT heal_s.a, heal_s.u, heal_s.s FROM "
+            f"(SELECT app_name AS a, user_id AS u, id AS s FROM sessions "
+            f"WHERE {shard.sql(dialect, 'id')}) heal_s)")
 
 
 def _changed(since: Since, session_column: str, dialect: str, epoch_times: bool,

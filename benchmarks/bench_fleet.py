@@ -5,14 +5,14 @@ events; sessions of 50 realistic events, 5 % ending with a dead call):
 
 * **in-process** (the Python API, one interpreter): the naive loop
   (``list_sessions`` + ``get_session`` + ``classify`` through ADK's
-  ``DatabaseSessionService``) against ``scan()`` with the SQL prefilter
-  (``prefilter="always"``, so MariaDB's is measured too) and without it;
+  ``DatabaseSessionService``) against ``scan()`` in each prefilter mode: the
+  default (the SQL prefilter on PostgreSQL only), ``"always"`` (so SQLite's
+  and MariaDB's are measured too) and ``"never"``;
 * **whole process** (what an operator runs): ``python -c`` running that naive
-  loop against ``adk-session-heal scan URL --format tsv --prefilter`` and
-  ``--full-scan``;
-  the CLI's peak RSS (``VmHWM``);
+  loop against ``adk-session-heal scan URL --format tsv`` with no flag,
+  ``--prefilter`` and ``--full-scan``; the default CLI's peak RSS (``VmHWM``);
 * **two shards** side by side (``--shard 1/2`` and ``--shard 2/2``, two
-  processes) against one whole-process scan;
+  processes, default mode) against one default whole-process scan;
 * **repair** through the CLI (``repair --yes``, ledger on) of stores whose
   every session holds one dead call: heals per second.
 
@@ -108,41 +108,41 @@ async def bench_size(backend: str, size: int, args: argparse.Namespace,
     async with database(backend, directory, f"scan{size}") as store:
         await filled(store, size // args.events, args.events, args.dead)
         t_naive = await naive(store)
-        t_pre = t_full = float("inf")
-        events = dead = 0
+        modes = {"auto": "default", "always": "--prefilter", "never": "--full-scan"}
+        in_process = dict.fromkeys(modes, float("inf"))
+        dead = {}
+        events = 0
         for _ in range(args.repeat):
-            elapsed, events, dead = await scan_in_process(store, prefilter="always")
-            t_pre = min(t_pre, elapsed)
-            elapsed, _, full_dead = await scan_in_process(store, prefilter="never")
-            t_full = min(t_full, elapsed)
-            assert full_dead == dead
+            for mode in modes:
+                elapsed, events, dead[mode] = await scan_in_process(store, prefilter=mode)
+                in_process[mode] = min(in_process[mode], elapsed)
+        assert len(set(dead.values())) == 1, dead
         naive_argv = [sys.executable, "-c", NAIVE, store.url, APP, USER]
         p_naive, _, out = process(naive_argv)
-        assert int(out) == dead, (out, dead)
-        p_pre = p_full = rss = float("inf")
-        shards = float("inf")
+        assert int(out) == dead["auto"], (out, dead)
+        whole = dict.fromkeys(modes, float("inf"))
+        rss = shards = float("inf")
         for _ in range(args.repeat):
-            elapsed, peak, _ = process([*CLI, "scan", store.url, "--format", "tsv",
-                                        "--prefilter"])
-            p_pre, rss = min(p_pre, elapsed), min(rss, peak)
-            p_full = min(p_full, process([*CLI, "scan", store.url, "--format", "tsv",
-                                          "--full-scan"])[0])
+            for mode, flag in modes.items():
+                argv = [*CLI, "scan", store.url, "--format", "tsv"]
+                elapsed, peak, _ = process(argv + ([flag] if mode != "auto" else []))
+                whole[mode] = min(whole[mode], elapsed)
+                if mode == "auto":
+                    rss = min(rss, peak)
             shards = min(shards, side_by_side([
-                [*CLI, "scan", store.url, "--format", "tsv", "--prefilter", "--shard", f"{n}/2"]
+                [*CLI, "scan", store.url, "--format", "tsv", "--shard", f"{n}/2"]
                 for n in (1, 2)]))
         label = f"{backend} {events:,} ev"
-        lines += [
-            f"| {label} | naive loop, in-process | {t_naive:.2f} s | 1.0x |",
-            f"| {label} | scan(), prefilter | {t_pre:.2f} s | {t_naive / t_pre:.1f}x naive |",
-            f"| {label} | scan(), no prefilter | {t_full:.2f} s | {t_naive / t_full:.1f}x naive |",
-            f"| {label} | naive loop, whole process | {p_naive:.2f} s | 1.0x |",
-            f"| {label} | CLI scan, prefilter | {p_pre:.2f} s | {p_naive / p_pre:.1f}x naive "
-            f"process; peak RSS {rss:.0f} MB |",
-            f"| {label} | CLI scan --full-scan | {p_full:.2f} s | {p_naive / p_full:.1f}x naive "
-            "process |",
-            f"| {label} | 2 CLI shards side by side | {shards:.2f} s | {shards / p_pre:.2f}x one "
-            f"CLI scan ({shards / p_full:.2f}x one --full-scan) |",
-        ]
+        lines.append(f"| {label} | naive loop, in-process | {t_naive:.2f} s | 1.0x |")
+        lines += [f"| {label} | scan(), {flag} | {in_process[mode]:.2f} s | "
+                  f"{t_naive / in_process[mode]:.1f}x naive |" for mode, flag in modes.items()]
+        lines.append(f"| {label} | naive loop, whole process | {p_naive:.2f} s | 1.0x |")
+        lines += [f"| {label} | CLI scan, {flag} | {whole[mode]:.2f} s | "
+                  f"{p_naive / whole[mode]:.1f}x naive process"
+                  + (f"; peak RSS {rss:.0f} MB |" if mode == "auto" else " |")
+                  for mode, flag in modes.items()]
+        lines.append(f"| {label} | 2 CLI shards side by side (default) | {shards:.2f} s | "
+                     f"{shards / whole['auto']:.2f}x one default CLI scan |")
     return lines
 
 

@@ -159,9 +159,6 @@ class _Json:
 
     lateral = ","
     """What joins ``events`` to the table of its parts."""
-    computed_once = ""
-    """What keeps the planner from inlining the parts' columns into every expression
-    that reads them (each would compute them again)."""
 
     @property
     def materialized(self) -> str:
@@ -281,7 +278,6 @@ class _Jsonb(_Json):
 
     text_stored = False
     lateral = " CROSS JOIN"
-    computed_once = " OFFSET 0"
 
     def events_of_candidates(self, columns: Columns) -> str:
         """Each candidate's events, by a lateral index lookup (``OFFSET 0`` keeps the
@@ -474,7 +470,9 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
         f"CASE WHEN NOT {obj} THEN 0 "
         f"WHEN {call_here} THEN {_well_formed(j, v, 'function_call')} "
         f"ELSE {_well_formed(j, v, 'function_response')} END AS ok "
-        f"FROM elements{j.computed_once}"
+        # Read straight from the parts (no OFFSET 0 fence, which kept PostgreSQL from
+        # planning it with parallel workers: 0.31-0.35 -> 0.24-0.29 s on 100k events).
+        "FROM elements"
     )
     if j.recomputes_ctes:
         candidates = [_candidates_read_once()]

@@ -6,8 +6,11 @@ buckets. The hash is the first 32 bits of the MD5 of
 and every engine agrees on it: PostgreSQL and MySQL/MariaDB compute it in the
 query (:meth:`Shard.sql`), SQLite through a function registered on its
 connection (:data:`SQLITE_FUNCTION`), Redis in Python (:meth:`Shard.holds`).
-Together the ``n`` shards cover every session exactly once. Shards are
-numbered from 1, as in ``--shard 1/2`` and ``--shard 2/2``.
+Together the ``n`` shards cover every session exactly once. On PostgreSQL and
+SQLite a shard reads the sessions that have their row in ``sessions``, as ADK
+does; events rows left without one (ADK's foreign key forbids them) are read
+only without a shard. Shards are numbered from 1, as in ``--shard 1/2`` and
+``--shard 2/2``.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ SQLITE_FUNCTION = "adk_session_heal_bucket"
 def bucket(app_name: str, user_id: str, session_id: str) -> int:
     """Returns a session key's 32-bit hash (the same in every engine's query).
 
-    Remembered for the last 4,096 keys: SQLite calls it once per events row,
-    and rows come session by session (a sharded 100k-event scan spent 0.08 s
-    hashing the same keys again, measured).
+    Remembered for the last 4,096 keys: SQLite's reads that filter ``events``
+    rows call it once per row, and rows come session by session (a sharded
+    100k-event scan spent 0.08 s hashing the same keys again, measured).
 
     Args:
         app_name: The app.

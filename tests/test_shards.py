@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from conftest import close_redis
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from servers import REDIS_URL, temporary_redis_prefix
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 from stores import APP, KINDS, USER, bulk_fill, bulk_histories, make_store
 from test_cli import cli
 
 from adk_session_heal.bulk import scan
 from adk_session_heal.session_key import SessionKey
-from adk_session_heal.shards import Shard, bucket
+from adk_session_heal.shards import SQLITE_FUNCTION, Shard, bucket
 from adk_session_heal.store import SessionFilter, open_store
+from adk_session_heal.testing import History
 
 NOW = 1_800_000_000.0
 MD5_APP_USER_S1 = 0xeea41c4f
@@ -84,6 +89,101 @@ async def test_sql_shards_match_python(kind: str, tmp_path: Path) -> None:
         assert sorted(c.call_event_id for p in parts for c in p.dead_calls) == sorted(
             c.call_event_id for c in whole.dead_calls)
         assert whole.dead_calls
+
+
+def tied_histories(count: int) -> list[History]:
+    """Histories whose events share one timestamp and are stored newest first (ties decide)."""
+    histories = bulk_histories(count, 8, 0.3)
+    for index in range(0, count, 3):
+        tied = History(start=1_700_000_000.0 + index, step=0.0)
+        tied.user("q")
+        tied.respond((tied.call("lookup", {"q": 1}), "lookup", {"a": 1}))
+        tied.call("lookup", {"q": 2})
+        tied.text("a")
+        tied.events.reverse()  # rowid order (ADK's SQLite file) against id order
+        histories[index] = tied
+    return histories
+
+
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite"])
+async def test_sqlite_shards_read_events_in_adk_order(kind: str, tmp_path: Path) -> None:
+    """A SQLite shard (read through ``sessions``) yields each session's events as the whole read."""
+    async for store in make_store(kind, tmp_path):
+        await bulk_fill(store, tied_histories(30), user="u")
+        await bulk_fill(store, bulk_histories(10, 8, 0.3), app="other", user="v")
+        opened = await open_store(store.url)
+        try:
+            whole = {s.key: [e["id"] for e in s.events]
+                     async for s in opened.stream_sessions(SessionFilter())}
+            one = SessionKey(APP, "u", "s0000003")
+            own = next(Shard(n, 2) for n in (1, 2) if Shard(n, 2).holds(one))
+            for where in (SessionFilter(shard=Shard(1, 2)), SessionFilter(shard=Shard(2, 2)),
+                          SessionFilter(app_name="other", shard=Shard(2, 3)),
+                          SessionFilter(app_name=APP, user_id="u", session_id="s0000003",
+                                        shard=own)):
+                part = {s.key: [e["id"] for e in s.events]
+                        async for s in opened.stream_sessions(where)}
+                assert part == {k: v for k, v in whole.items() if where.holds(k)}
+                assert part
+            assert whole[SessionKey(APP, "u", "s0000000")] == (
+                ["e-0005", "e-0004", "e-0003", "e-0002", "e-0001"] if kind == "adk_sqlite"
+                else ["e-0001", "e-0002", "e-0003", "e-0004", "e-0005"])
+        finally:
+            await opened.close()
+
+
+async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:
+    """SQLite runs the shard function once per session and walks ADK's index without sorting."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await bulk_fill(store, bulk_histories(20, 10, 0.3))
+        assert store.sqlite_path is not None
+        with closing(sqlite3.connect(store.sqlite_path)) as db:
+            calls = 0
+
+            def counted(app: str, user: str, session: str) -> int:
+                nonlocal calls
+                calls += 1
+                return bucket(app, user, session)
+
+            db.create_function(SQLITE_FUNCTION, 3, counted)
+            sql, params = SessionFilter(shard=Shard(1, 2)).events_in_order(
+                ("session_id", "id"), "id", "sqlite")
+            plan = " | ".join(r[-1] for r in db.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            assert "TEMP B-TREE" not in plan, plan
+            rows = db.execute(sql, params).fetchall()
+            assert calls == 21  # 20 sessions and ADK's seed session, once each
+            expected = db.execute(
+                "SELECT session_id, id FROM events ORDER BY session_id, timestamp, id").fetchall()
+            assert rows == [r for r in expected if Shard(1, 2).holds(SessionKey(APP, USER, r[0]))]
+            assert 50 < len(rows) < 150
+
+
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite", "postgres"])
+async def test_shards_read_only_sessions_with_their_row(kind: str, tmp_path: Path) -> None:
+    """Events left without a ``sessions`` row (ADK's foreign key forbids them) are read only
+    by a scan without a shard; every session with its row is in exactly one shard."""
+    async for store in make_store(kind, tmp_path):
+        await bulk_fill(store, bulk_histories(12, 8, 0.5))
+        if store.sqlite_path is not None:  # sqlite3 leaves foreign keys off
+            with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+                db.execute("DELETE FROM sessions WHERE id = 's0000004'")
+        else:
+            engine = create_async_engine(store.url)
+            try:
+                async with engine.begin() as conn:  # superuser: skip the foreign key's trigger
+                    await conn.execute(text("SET LOCAL session_replication_role = replica"))
+                    await conn.execute(text("DELETE FROM sessions WHERE id = 's0000004'"))
+            finally:
+                await engine.dispose()
+        opened = await open_store(store.url)
+        try:
+            every = [s.key.session_id async for s in opened.stream_sessions(SessionFilter())]
+            assert "s0000004" in every and len(every) == 12
+            halves = [[s.key.session_id async for s in opened.stream_sessions(
+                SessionFilter(shard=Shard(n, 2)))] for n in (1, 2)]
+            assert sorted(halves[0] + halves[1]) == sorted(set(every) - {"s0000004"})
+        finally:
+            await opened.close()
 
 
 async def test_redis_shards_partition_sessions() -> None:

@@ -241,11 +241,7 @@ class AdkSqliteStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
-        clause, params = where.where("session_id", "sqlite", epoch_times=True)
-        sql = (
-            f"SELECT {', '.join(_READ.select)} FROM events"
-            f"{clause} ORDER BY app_name, user_id, session_id, timestamp, rowid"
-        )
+        sql, params = where.events_in_order(_READ.select, _READ.tie, "sqlite", epoch_times=True)
         async with aclosing(self._stream(sql, params)) as stream:
             async for stored in stream:
                 yield stored

@@ -123,6 +123,39 @@ class SessionFilter:
                                     params))
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
+    def events_in_order(
+        self, select: Sequence[str], tie: str, dialect: str, *, epoch_times: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """Returns the ``SELECT`` of the matching ``events`` rows in ADK's read order.
+
+        Session by session (app, user, session id), then by ``timestamp`` and
+        ``tie``. On SQLite a shard (without ``since``) is read through
+        ``sessions``: the shard function runs once per session instead of once
+        per events row, and SQLite walks each session's events index instead of
+        sorting (a ``--shard 1/2`` of 1M events read in 0.80 s instead of
+        1.33 s; the whole file in 1.79-1.85 s; measured). Like PostgreSQL's
+        shard clause (:func:`_in_shard`), a shard then reads only events whose
+        session has its row in ``sessions``, as ADK does (its foreign key keeps
+        them there).
+
+        Args:
+            select: The plain column names to read (no expressions).
+            tie: The column ordering events of equal ``timestamp``.
+            dialect: The engine's SQLAlchemy dialect name.
+            epoch_times: As in :meth:`where`.
+        """
+        if dialect == "sqlite" and self.shard is not None and self.since is None:
+            clause, params = self.where("id", dialect, epoch_times=epoch_times)
+            return (f"SELECT {', '.join(f'heal_e.{c}' for c in select)} FROM "
+                    f"(SELECT app_name AS heal_a, user_id AS heal_u, id AS heal_s "
+                    f"FROM sessions{clause}) heal_k CROSS JOIN events heal_e "
+                    f"ON heal_e.app_name = heal_k.heal_a AND heal_e.user_id = heal_k.heal_u "
+                    f"AND heal_e.session_id = heal_k.heal_s ORDER BY heal_k.heal_a, "
+                    f"heal_k.heal_u, heal_k.heal_s, heal_e.timestamp, heal_e.{tie}"), params
+        clause, params = self.where("session_id", dialect, epoch_times=epoch_times)
+        return (f"SELECT {', '.join(select)} FROM events{clause} "
+                f"ORDER BY app_name, user_id, session_id, timestamp, {tie}"), params
+
     def holds(self, key: SessionKey) -> bool:
         """Whether a session matches (for stores filtered in Python)."""
         return ((self.app_name is None or self.app_name == key.app_name)
@@ -138,8 +171,9 @@ def _in_shard(shard: Shard, session_column: str, dialect: str) -> str:
     the shard's keys in ``sessions`` (as a scan counts sessions): one hash per
     session instead of one per event. Two shards side by side of 300k events
     took 1.41x one whole scan hashing each row, 0.69x this way (measured). On
-    SQLite (whose rows then came back unordered, to be sorted) and MariaDB
-    hashing each row measured faster.
+    MariaDB hashing each row measured faster. SQLite's ordered reads join
+    ``sessions`` instead (:meth:`SessionFilter.events_in_order`); its other
+    reads (the prefilter, ``since``) hash each row here.
     """
     if dialect != "postgresql" or session_column == "id":
         return shard.sql(dialect, session_column)

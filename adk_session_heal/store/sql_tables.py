@@ -372,11 +372,7 @@ class SqlTablesStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session with events, ordered as ADK reads them."""
-        clause, params = where.where("session_id", self.engine.dialect.name)
-        sql = (
-            f"SELECT {', '.join(_READ.select)} "
-            f"FROM events{clause} ORDER BY app_name, user_id, session_id, timestamp, id"
-        )
+        sql, params = where.events_in_order(_READ.select, _READ.tie, self.engine.dialect.name)
         async with aclosing(self._stream(sql, params)) as stream:
             async for stored in stream:
                 yield stored

@@ -21,6 +21,7 @@ from adk_session_heal.bulk import scan
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.shards import SQLITE_FUNCTION, Shard, bucket
 from adk_session_heal.store import SessionFilter, open_store
+from adk_session_heal.store.sql_tables import SqlTablesStore
 from adk_session_heal.testing import History
 
 NOW = 1_800_000_000.0
@@ -105,9 +106,10 @@ def tied_histories(count: int) -> list[History]:
     return histories
 
 
-@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite"])
-async def test_sqlite_shards_read_events_in_adk_order(kind: str, tmp_path: Path) -> None:
-    """A SQLite shard (read through ``sessions``) yields each session's events as the whole read."""
+@pytest.mark.parametrize("kind", KINDS)
+async def test_shards_read_events_in_adk_order(kind: str, tmp_path: Path) -> None:
+    """Each shard yields each session's events in ADK's order (ties too), as the whole read does
+    (SQLite's shards read through ``sessions``, MariaDB's reads walk ADK's index newest first)."""
     async for store in make_store(kind, tmp_path):
         await bulk_fill(store, tied_histories(30), user="u")
         await bulk_fill(store, bulk_histories(10, 8, 0.3), app="other", user="v")
@@ -130,6 +132,48 @@ async def test_sqlite_shards_read_events_in_adk_order(kind: str, tmp_path: Path)
                 else ["e-0001", "e-0002", "e-0003", "e-0004", "e-0005"])
         finally:
             await opened.close()
+
+
+async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) -> None:
+    """MariaDB reads each session newest first along ADK's index (no filesort) and reverses it;
+    without the index it sorts, and both give the same sessions in the same order."""
+    async for store in make_store("mariadb", tmp_path):
+        await bulk_fill(store, tied_histories(12), user="u")
+        opened = await open_store(store.url)
+        try:
+            assert isinstance(opened, SqlTablesStore)
+            index = await opened._newest_first_index()
+            assert index == "idx_events_app_user_session_ts_id"
+            sql, _ = SessionFilter().events_in_order(("id",), "id", "mysql",
+                                                     newest_first_index=index)
+            engine = create_async_engine(store.url)
+            try:
+                async with engine.connect() as conn:
+                    plan = [str(r) for r in (await conn.execute(text(f"EXPLAIN {sql}"))).all()]
+            finally:
+                await engine.dispose()
+            assert not any("filesort" in row or "temporary" in row for row in plan), plan
+            along = [(s.key, [e["id"] for e in s.events])
+                     async for s in opened.stream_sessions(SessionFilter())]
+        finally:
+            await opened.close()
+        engine = create_async_engine(store.url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text("ALTER TABLE events ADD INDEX heal_fk_keep "
+                                        "(app_name, user_id, session_id)"))
+                await conn.execute(text("DROP INDEX idx_events_app_user_session_ts_id ON events"))
+        finally:
+            await engine.dispose()
+        opened = await open_store(store.url)
+        try:
+            assert await opened._newest_first_index() is None  # type: ignore[attr-defined]
+            sorted_read = [(s.key, [e["id"] for e in s.events])
+                           async for s in opened.stream_sessions(SessionFilter())]
+        finally:
+            await opened.close()
+        assert along == sorted_read and len(along) == 12  # ADK's seed session has no events
+        assert along[0][1] == ["e-0001", "e-0002", "e-0003", "e-0004", "e-0005"]
 
 
 async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:

@@ -124,7 +124,8 @@ class SessionFilter:
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def events_in_order(
-        self, select: Sequence[str], tie: str, dialect: str, *, epoch_times: bool = False
+        self, select: Sequence[str], tie: str, dialect: str, *, epoch_times: bool = False,
+        newest_first_index: str | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """Returns the ``SELECT`` of the matching ``events`` rows in ADK's read order.
 
@@ -138,11 +139,21 @@ class SessionFilter:
         session has its row in ``sessions``, as ADK does (its foreign key keeps
         them there).
 
+        On MySQL/MariaDB, ``newest_first_index`` names an index on ``(app_name,
+        user_id, session_id, timestamp DESC, tie DESC)`` (ADK's): without
+        ``since``, the rows are read along it, **each session's newest first**,
+        and the caller reverses each session. That is the same order exactly
+        (``timestamp`` and ``tie`` are unique within a session) without the
+        sort MariaDB otherwise runs over every row: 1M events took 22.8 s to
+        read sorted and 6.9 s along the index (the ``mysql`` client, measured).
+
         Args:
             select: The plain column names to read (no expressions).
             tie: The column ordering events of equal ``timestamp``.
             dialect: The engine's SQLAlchemy dialect name.
             epoch_times: As in :meth:`where`.
+            newest_first_index: MySQL/MariaDB: the index to read each session
+                newest first along (see above).
         """
         if dialect == "sqlite" and self.shard is not None and self.since is None:
             clause, params = self.where("id", dialect, epoch_times=epoch_times)
@@ -153,6 +164,11 @@ class SessionFilter:
                     f"AND heal_e.session_id = heal_k.heal_s ORDER BY heal_k.heal_a, "
                     f"heal_k.heal_u, heal_k.heal_s, heal_e.timestamp, heal_e.{tie}"), params
         clause, params = self.where("session_id", dialect, epoch_times=epoch_times)
+        if newest_first_index is not None and dialect in ("mysql", "mariadb") and (
+                self.since is None):
+            return (f"SELECT {', '.join(select)} FROM events FORCE INDEX "
+                    f"({newest_first_index}){clause} ORDER BY app_name, user_id, session_id, "
+                    f"timestamp DESC, {tie} DESC"), params
         return (f"SELECT {', '.join(select)} FROM events{clause} "
                 f"ORDER BY app_name, user_id, session_id, timestamp, {tie}"), params
 

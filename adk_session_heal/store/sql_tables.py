@@ -137,6 +137,9 @@ def __getattr__(name: str) -> Any:
 
 
 _EVENT_KEY = ("app_name", "user_id", "session_id", "id")
+_NEWEST_FIRST_INDEX = "idx_events_app_user_session_ts_id"
+"""ADK's index on ``events`` (app, user, session, timestamp DESC, id DESC)."""
+
 _READ = Columns(("app_name", "user_id", "session_id", "id", "invocation_id", "timestamp",
                  "event_data"), tie="id", key_columns=True)
 """How scans read ``events`` (see :func:`~adk_session_heal.store.streaming.grouped_sessions`)."""
@@ -338,6 +341,7 @@ class SqlTablesStore(SessionStore):
         self.engine = engine
         self.url = url
         self._owns_engine = owns_engine
+        self._newest_first: list[str | None] = []
 
     def __str__(self) -> str:
         """Returns the redacted URL."""
@@ -372,8 +376,12 @@ class SqlTablesStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session with events, ordered as ADK reads them."""
-        sql, params = where.events_in_order(_READ.select, _READ.tie, self.engine.dialect.name)
-        async with aclosing(self._stream(sql, params)) as stream:
+        dialect = self.engine.dialect.name
+        index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
+        sql, params = where.events_in_order(_READ.select, _READ.tie, dialect,
+                                            newest_first_index=index)
+        newest_first = index is not None and where.since is None
+        async with aclosing(self._stream(sql, params, newest_first=newest_first)) as stream:
             async for stored in stream:
                 yield stored
 
@@ -432,8 +440,33 @@ class SqlTablesStore(SessionStore):
             async for stored in stream:
                 yield stored
 
+    async def _newest_first_index(self) -> str | None:
+        """MySQL/MariaDB: ADK's events index when it is (app, user, session, timestamp
+        DESC, id DESC), read once (see :meth:`SessionFilter.events_in_order`).
+
+        MySQL before 8.0 and databases made without the index (or with other
+        directions) read sorted, as before.
+        """
+        if not self._newest_first:
+            columns = [(str(name).lower(), str(order).upper()) for name, order in (
+                await self._rows(
+                    "SELECT column_name, collation FROM information_schema.statistics "
+                    "WHERE table_schema = DATABASE() AND table_name = 'events' "
+                    f"AND index_name = '{_NEWEST_FIRST_INDEX}' ORDER BY seq_in_index"))]
+            self._newest_first.append(_NEWEST_FIRST_INDEX if columns == [
+                ("app_name", "A"), ("user_id", "A"), ("session_id", "A"), ("timestamp", "D"),
+                ("id", "D")] else None)
+        return self._newest_first[0]
+
+    async def _rows(self, sql: str) -> list[Any]:
+        try:
+            async with self.engine.connect() as conn:
+                return list((await conn.execute(text(sql))).all())
+        except SQLAlchemyError as exc:
+            raise self._error(exc, "read") from exc
+
     async def _stream(
-        self, sql: str, params: dict[str, Any]
+        self, sql: str, params: dict[str, Any], *, newest_first: bool = False
     ) -> AsyncGenerator[StoredSession, None]:
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
@@ -442,7 +475,8 @@ class SqlTablesStore(SessionStore):
             else server_chunks(self.engine, self.url, sql, params)
         )
         decoded = self.engine.dialect.name == "postgresql"
-        async with aclosing(grouped_sessions(chunks, key_columns=True, decoded=decoded)) as grouped:
+        async with aclosing(grouped_sessions(chunks, key_columns=True, decoded=decoded,
+                                             newest_first=newest_first)) as grouped:
             async for stored in grouped:
                 yield stored
 

@@ -91,7 +91,8 @@ def _column_timestamp(value: Any) -> float:
 
 
 async def grouped_sessions(
-    chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False
+    chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False,
+    newest_first: bool = False,
 ) -> AsyncGenerator[StoredSession, None]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
@@ -105,8 +106,10 @@ async def grouped_sessions(
     ``damaged`` rows instead (wrong types inside an object are found by
     classification, see :func:`~adk_session_heal.event_access.stored_event_problem`).
     ``decoded``: the driver hands JSON values already decoded (PostgreSQL).
-    This loop runs once per stored event, so it is written flat: a healthy row
-    pays for nothing but the type checks it always had.
+    ``newest_first``: each session's rows come newest first; its events (and
+    damaged rows) are reversed before it is yielded. This loop runs once per
+    stored event, so it is written flat: a healthy row pays for nothing but the
+    type checks it always had.
     """
     loads = json_loads
     app = user = session = None
@@ -117,6 +120,9 @@ async def grouped_sessions(
             for row in rows:
                 if row[2] != session or row[1] != user or row[0] != app:
                     if session is not None:
+                        if newest_first:
+                            events.reverse()
+                            damaged.reverse()
                         yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
                                             tuple(damaged))
                     app, user, session, events, damaged = row[0], row[1], row[2], [], []
@@ -142,6 +148,9 @@ async def grouped_sessions(
                         data["timestamp"] = _column_timestamp(stamp)
                 events.append(data)
         if session is not None:
+            if newest_first:
+                events.reverse()
+                damaged.reverse()
             yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
                                 tuple(damaged))
 

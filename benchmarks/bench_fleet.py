@@ -12,7 +12,10 @@ events; sessions of 50 realistic events, 5 % ending with a dead call):
   loop against ``adk-session-heal scan URL --format tsv`` with no flag,
   ``--prefilter`` and ``--full-scan``; the default CLI's peak RSS (``VmHWM``);
 * **two shards** side by side (``--shard 1/2`` and ``--shard 2/2``, two
-  processes, default mode) against one default whole-process scan;
+  processes, default mode) against one default whole-process scan; on
+  PostgreSQL also both with parallel query off for the database
+  (``max_parallel_workers_per_gather = 0``), since its default run already
+  uses both cores;
 * **repair** through the CLI (``repair --yes``, ledger on) of stores whose
   every session holds one dead call: heals per second.
 
@@ -43,6 +46,8 @@ from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_scan import database, filled, naive  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
 from adk_session_heal.bulk import scan  # noqa: E402
@@ -143,7 +148,37 @@ async def bench_size(backend: str, size: int, args: argparse.Namespace,
                   for mode, flag in modes.items()]
         lines.append(f"| {label} | 2 CLI shards side by side (default) | {shards:.2f} s | "
                      f"{shards / whole['auto']:.2f}x one default CLI scan |")
+        if backend == "postgres":
+            lines += await serial_shards(store, label, args.repeat)
     return lines
+
+
+async def serial_shards(store: Store, label: str, repeat: int) -> list[str]:
+    """PostgreSQL with parallel query off for the database: one CLI scan against 2 shards.
+
+    The default run already spreads its query over both cores (parallel
+    workers), so two shards side by side cannot halve it on 2 CPUs; this
+    shows the split itself, with both sides run one query process each.
+    """
+    name = store.url.rsplit("/", 1)[1]
+    admin = create_async_engine(store.url, isolation_level="AUTOCOMMIT")
+    try:
+        setting = "max_parallel_workers_per_gather"
+        async with admin.connect() as conn:
+            await conn.execute(text(f"ALTER DATABASE {name} SET {setting} = 0"))
+        one = shards = float("inf")
+        for _ in range(repeat):
+            one = min(one, process([*CLI, "scan", store.url, "--format", "tsv"])[0])
+            shards = min(shards, side_by_side([
+                [*CLI, "scan", store.url, "--format", "tsv", "--shard", f"{n}/2"]
+                for n in (1, 2)]))
+        async with admin.connect() as conn:
+            await conn.execute(text(f"ALTER DATABASE {name} RESET {setting}"))
+    finally:
+        await admin.dispose()
+    return [f"| {label} | CLI scan, default, parallel query off | {one:.2f} s | |",
+            f"| {label} | 2 CLI shards side by side, parallel query off | {shards:.2f} s | "
+            f"{shards / one:.2f}x one CLI scan with parallel query off |"]
 
 
 async def bench_repair(backend: str, args: argparse.Namespace, directory: Path) -> list[str]:

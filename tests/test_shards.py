@@ -144,8 +144,10 @@ async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) ->
             assert isinstance(opened, SqlTablesStore)
             index = await opened._newest_first_index()
             assert index == "idx_events_app_user_session_ts_id"
-            sql, _ = SessionFilter().events_in_order(("id",), "id", "mysql",
-                                                     newest_first_index=index)
+            query = SessionFilter().events_in_order(("id",), "id", "mysql",
+                                                    newest_first_index=index)
+            assert query.newest_first
+            sql = query.sql
             engine = create_async_engine(store.url)
             try:
                 async with engine.connect() as conn:
@@ -167,7 +169,8 @@ async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) ->
             await engine.dispose()
         opened = await open_store(store.url)
         try:
-            assert await opened._newest_first_index() is None  # type: ignore[attr-defined]
+            assert isinstance(opened, SqlTablesStore)
+            assert await opened._newest_first_index() is None
             sorted_read = [(s.key, [e["id"] for e in s.events])
                            async for s in opened.stream_sessions(SessionFilter())]
         finally:
@@ -190,8 +193,9 @@ async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:
                 return bucket(app, user, session)
 
             db.create_function(SQLITE_FUNCTION, 3, counted)
-            sql, params = SessionFilter(shard=Shard(1, 2)).events_in_order(
+            sql, params, newest_first = SessionFilter(shard=Shard(1, 2)).events_in_order(
                 ("session_id", "id"), "id", "sqlite")
+            assert not newest_first
             plan = " | ".join(r[-1] for r in db.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "TEMP B-TREE" not in plan, plan
             rows = db.execute(sql, params).fetchall()

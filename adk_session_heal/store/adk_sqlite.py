@@ -241,8 +241,8 @@ class AdkSqliteStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
-        sql, params = where.events_in_order(_READ.select, _READ.tie, "sqlite", epoch_times=True)
-        async with aclosing(self._stream(sql, params)) as stream:
+        query = where.events_in_order(_READ.select, _READ.tie, "sqlite", epoch_times=True)
+        async with aclosing(self._stream(query.sql, query.params)) as stream:
             async for stored in stream:
                 yield stored
 

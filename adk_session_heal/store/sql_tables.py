@@ -341,7 +341,8 @@ class SqlTablesStore(SessionStore):
         self.engine = engine
         self.url = url
         self._owns_engine = owns_engine
-        self._newest_first: list[str | None] = []
+        self._index_read = False
+        self._newest_first: str | None = None
 
     def __str__(self) -> str:
         """Returns the redacted URL."""
@@ -367,10 +368,12 @@ class SqlTablesStore(SessionStore):
             raise self._error(exc, "read") from exc
 
     async def _count(self, sql: str, params: dict[str, Any]) -> int:
+        return int((await self._rows(sql, params))[0][0])
+
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
         try:
             async with self.engine.connect() as conn:
-                result = await conn.execute(text(sql), params)
-                return int(result.scalar_one())
+                return list((await conn.execute(text(sql), params)).all())
         except SQLAlchemyError as exc:
             raise self._error(exc, "read") from exc
 
@@ -378,10 +381,9 @@ class SqlTablesStore(SessionStore):
         """Yields every matching session with events, ordered as ADK reads them."""
         dialect = self.engine.dialect.name
         index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
-        sql, params = where.events_in_order(_READ.select, _READ.tie, dialect,
-                                            newest_first_index=index)
-        newest_first = index is not None and where.since is None
-        async with aclosing(self._stream(sql, params, newest_first=newest_first)) as stream:
+        query = where.events_in_order(_READ.select, _READ.tie, dialect, newest_first_index=index)
+        async with aclosing(self._stream(query.sql, query.params,
+                                         newest_first=query.newest_first)) as stream:
             async for stored in stream:
                 yield stored
 
@@ -447,23 +449,18 @@ class SqlTablesStore(SessionStore):
         MySQL before 8.0 and databases made without the index (or with other
         directions) read sorted, as before.
         """
-        if not self._newest_first:
+        if not self._index_read:
             columns = [(str(name).lower(), str(order).upper()) for name, order in (
                 await self._rows(
                     "SELECT column_name, collation FROM information_schema.statistics "
                     "WHERE table_schema = DATABASE() AND table_name = 'events' "
-                    f"AND index_name = '{_NEWEST_FIRST_INDEX}' ORDER BY seq_in_index"))]
-            self._newest_first.append(_NEWEST_FIRST_INDEX if columns == [
+                    "AND index_name = :index ORDER BY seq_in_index",
+                    {"index": _NEWEST_FIRST_INDEX}))]
+            self._newest_first = _NEWEST_FIRST_INDEX if columns == [
                 ("app_name", "A"), ("user_id", "A"), ("session_id", "A"), ("timestamp", "D"),
-                ("id", "D")] else None)
-        return self._newest_first[0]
-
-    async def _rows(self, sql: str) -> list[Any]:
-        try:
-            async with self.engine.connect() as conn:
-                return list((await conn.execute(text(sql))).all())
-        except SQLAlchemyError as exc:
-            raise self._error(exc, "read") from exc
+                ("id", "D")] else None
+            self._index_read = True
+        return self._newest_first
 
     async def _stream(
         self, sql: str, params: dict[str, Any], *, newest_first: bool = False

@@ -6,11 +6,11 @@ buckets. The hash is the first 32 bits of the MD5 of
 and every engine agrees on it: PostgreSQL and MySQL/MariaDB compute it in the
 query (:meth:`Shard.sql`), SQLite through a function registered on its
 connection (:data:`SQLITE_FUNCTION`), Redis in Python (:meth:`Shard.holds`).
-Together the ``n`` shards cover every session exactly once. On PostgreSQL and
-SQLite a shard reads the sessions that have their row in ``sessions``, as ADK
-does; events rows left without one (ADK's foreign key forbids them) are read
-only without a shard. Shards are numbered from 1, as in ``--shard 1/2`` and
-``--shard 2/2``.
+Together the ``n`` shards cover every session exactly once. On PostgreSQL,
+SQLite and MySQL/MariaDB (with ADK's events index) a shard reads the sessions
+that have their row in ``sessions``, as ADK does; events rows left without one
+(ADK's foreign key forbids them) are read only without a shard. Shards are
+numbered from 1, as in ``--shard 1/2`` and ``--shard 2/2``.
 """
 
 from __future__ import annotations

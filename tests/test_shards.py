@@ -21,6 +21,7 @@ from adk_session_heal.bulk import scan
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.shards import SQLITE_FUNCTION, Shard, bucket
 from adk_session_heal.store import SessionFilter, open_store
+from adk_session_heal.store.base import KEYS_PER_READ
 from adk_session_heal.store.sql_tables import SqlTablesStore
 from adk_session_heal.testing import History
 
@@ -134,6 +135,32 @@ async def test_shards_read_events_in_adk_order(kind: str, tmp_path: Path) -> Non
             await opened.close()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_shards_read_every_page_of_keys(kind: str, tmp_path: Path) -> None:
+    """Shards over more sessions than one page of keys (MariaDB reads them by key, page by page),
+    with apps and users changing inside pages, read exactly the whole read's sessions."""
+    async for store in make_store(kind, tmp_path):
+        for app in ("app", "bpp"):
+            for user in ("u", "v"):
+                await bulk_fill(store, bulk_histories(KEYS_PER_READ // 2 + 21, 4, 0.3), app=app,
+                                user=user)
+        opened = await open_store(store.url)
+        try:
+            whole = [(s.key, [e["id"] for e in s.events])
+                     async for s in opened.stream_sessions(SessionFilter())]
+            assert len(whole) > 2 * KEYS_PER_READ
+            for where in (SessionFilter(shard=Shard(1, 1)), SessionFilter(shard=Shard(1, 2)),
+                          SessionFilter(shard=Shard(2, 2)), SessionFilter(shard=Shard(3, 3)),
+                          SessionFilter(app_name="bpp", shard=Shard(1, 2)),
+                          SessionFilter(user_id="v", shard=Shard(2, 2))):
+                part = [(s.key, [e["id"] for e in s.events])
+                        async for s in opened.stream_sessions(where)]
+                assert sorted(part) == sorted(p for p in whole if where.holds(p[0]))
+                assert len({key for key, _ in part}) == len(part) > 20
+        finally:
+            await opened.close()
+
+
 async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) -> None:
     """MariaDB reads each session newest first along ADK's index (no filesort) and reverses it;
     without the index it sorts, and both give the same sessions in the same order."""
@@ -155,6 +182,22 @@ async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) ->
             finally:
                 await engine.dispose()
             assert not any("filesort" in row or "temporary" in row for row in plan), plan
+            by_key = SessionFilter(shard=Shard(1, 2)).events_in_order(
+                ("id",), "id", "mysql", newest_first_index=index)
+            assert by_key.newest_first and by_key.keys is not None
+            keys_sql, keys_params = by_key.keys_after(("app", "u", "s0000003"))
+            page_sql, page_params = by_key.page(
+                [(APP, "u", f"s{n:07d}") for n in range(KEYS_PER_READ)])
+            engine = create_async_engine(store.url)
+            try:
+                async with engine.connect() as conn:
+                    for sql, params in ((keys_sql, keys_params), (page_sql, page_params)):
+                        plan = [str(r) for r in
+                                (await conn.execute(text(f"EXPLAIN {sql}"), params)).all()]
+                        assert len(plan) == 1 and "range" in plan[0], plan
+                        assert "filesort" not in plan[0] and "temporary" not in plan[0], plan
+            finally:
+                await engine.dispose()
             along = [(s.key, [e["id"] for e in s.events])
                      async for s in opened.stream_sessions(SessionFilter())]
         finally:
@@ -193,9 +236,9 @@ async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:
                 return bucket(app, user, session)
 
             db.create_function(SQLITE_FUNCTION, 3, counted)
-            sql, params, newest_first = SessionFilter(shard=Shard(1, 2)).events_in_order(
+            sql, params, newest_first, keys = SessionFilter(shard=Shard(1, 2)).events_in_order(
                 ("session_id", "id"), "id", "sqlite")
-            assert not newest_first
+            assert not newest_first and keys is None
             plan = " | ".join(r[-1] for r in db.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "TEMP B-TREE" not in plan, plan
             rows = db.execute(sql, params).fetchall()
@@ -206,7 +249,7 @@ async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:
             assert 50 < len(rows) < 150
 
 
-@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite", "postgres", "mariadb"])
 async def test_shards_read_only_sessions_with_their_row(kind: str, tmp_path: Path) -> None:
     """Events left without a ``sessions`` row (ADK's foreign key forbids them) are read only
     by a scan without a shard; every session with its row is in exactly one shard."""
@@ -218,8 +261,10 @@ async def test_shards_read_only_sessions_with_their_row(kind: str, tmp_path: Pat
         else:
             engine = create_async_engine(store.url)
             try:
-                async with engine.begin() as conn:  # superuser: skip the foreign key's trigger
-                    await conn.execute(text("SET LOCAL session_replication_role = replica"))
+                async with engine.begin() as conn:  # skip the foreign key (and its cascade)
+                    await conn.execute(text(
+                        "SET LOCAL session_replication_role = replica" if kind == "postgres"
+                        else "SET foreign_key_checks = 0"))
                     await conn.execute(text("DELETE FROM sessions WHERE id = 's0000004'"))
             finally:
                 await engine.dispose()

@@ -23,7 +23,7 @@ import contextlib
 import datetime
 import functools
 import threading
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
@@ -52,6 +52,8 @@ from ..healing import Heal, SessionHeals
 from ..incremental import column_seconds
 from ..session_key import SessionKey
 from .base import (
+    KEYS_PER_READ,
+    EventsQuery,
     Layout,
     Removal,
     RemoveOutcome,
@@ -382,10 +384,27 @@ class SqlTablesStore(SessionStore):
         dialect = self.engine.dialect.name
         index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
         query = where.events_in_order(_READ.select, _READ.tie, dialect, newest_first_index=index)
-        async with aclosing(self._stream(query.sql, query.params,
-                                         newest_first=query.newest_first)) as stream:
+        async with aclosing(self._stream(query.sql, query.params, newest_first=query.newest_first,
+                                         chunks=self._by_key(query) if query.keys else None)
+                            ) as stream:
             async for stored in stream:
                 yield stored
+
+    async def _by_key(self, query: EventsQuery) -> AsyncGenerator[Iterable[Any], None]:
+        """A MySQL/MariaDB shard's rows, :data:`KEYS_PER_READ` sessions at a time
+        (see :attr:`EventsQuery.keys`)."""
+        assert self.url is not None
+        last = None
+        while True:
+            keys = await self._rows(*query.keys_after(last))
+            if keys:
+                async with aclosing(server_chunks(self.engine, self.url,
+                                                  *query.page(keys))) as chunks:
+                    async for rows in chunks:
+                        yield rows
+            if len(keys) < KEYS_PER_READ:
+                return
+            last = keys[-1]
 
     async def candidates(
         self, where: SessionFilter, *, everywhere: bool = False, all_if_most: bool = False
@@ -463,14 +482,17 @@ class SqlTablesStore(SessionStore):
         return self._newest_first
 
     async def _stream(
-        self, sql: str, params: dict[str, Any], *, newest_first: bool = False
+        self, sql: str, params: dict[str, Any], *, newest_first: bool = False,
+        chunks: AsyncGenerator[Iterable[Any], None] | None = None,
     ) -> AsyncGenerator[StoredSession, None]:
+        """Groups a query's rows (or ``chunks``, read instead) into sessions."""
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
-        chunks = (
-            sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
-            else server_chunks(self.engine, self.url, sql, params)
-        )
+        if chunks is None:
+            chunks = (
+                sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
+                else server_chunks(self.engine, self.url, sql, params)
+            )
         decoded = self.engine.dialect.name == "postgresql"
         async with aclosing(grouped_sessions(chunks, key_columns=True, decoded=decoded,
                                              newest_first=newest_first)) as grouped:

@@ -384,22 +384,21 @@ class SqlTablesStore(SessionStore):
         dialect = self.engine.dialect.name
         index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
         query = where.events_in_order(_READ.select, _READ.tie, dialect, newest_first_index=index)
-        async with aclosing(self._stream(query.sql, query.params, newest_first=query.newest_first,
-                                         chunks=self._by_key(query) if query.keys else None)
-                            ) as stream:
-            async for stored in stream:
+        stream = (self._stream(query.sql, query.params, newest_first=query.newest_first)
+                  if query.keys is None else self._grouped(self._by_key(query), newest_first=True))
+        async with aclosing(stream) as sessions:
+            async for stored in sessions:
                 yield stored
 
     async def _by_key(self, query: EventsQuery) -> AsyncGenerator[Iterable[Any], None]:
         """A MySQL/MariaDB shard's rows, :data:`KEYS_PER_READ` sessions at a time
         (see :attr:`EventsQuery.keys`)."""
-        assert self.url is not None
+        url = self._streamed_url()
         last = None
         while True:
             keys = await self._rows(*query.keys_after(last))
             if keys:
-                async with aclosing(server_chunks(self.engine, self.url,
-                                                  *query.page(keys))) as chunks:
+                async with aclosing(server_chunks(self.engine, url, *query.page(keys))) as chunks:
                     async for rows in chunks:
                         yield rows
             if len(keys) < KEYS_PER_READ:
@@ -481,23 +480,31 @@ class SqlTablesStore(SessionStore):
             self._index_read = True
         return self._newest_first
 
-    async def _stream(
-        self, sql: str, params: dict[str, Any], *, newest_first: bool = False,
-        chunks: AsyncGenerator[Iterable[Any], None] | None = None,
-    ) -> AsyncGenerator[StoredSession, None]:
-        """Groups a query's rows (or ``chunks``, read instead) into sessions."""
+    def _streamed_url(self) -> StoreUrl:
+        """The URL reads stream from (a store over a service's engine has none)."""
         if self.url is None:
             raise NotImplementedError("open the store from its URL to stream it")
-        if chunks is None:
-            chunks = (
-                sqlite_chunks(self.url, sql, params) if self.url.sqlite_path is not None
-                else server_chunks(self.engine, self.url, sql, params)
-            )
-        decoded = self.engine.dialect.name == "postgresql"
-        async with aclosing(grouped_sessions(chunks, key_columns=True, decoded=decoded,
-                                             newest_first=newest_first)) as grouped:
+        return self.url
+
+    async def _stream(
+        self, sql: str, params: dict[str, Any], *, newest_first: bool = False
+    ) -> AsyncGenerator[StoredSession, None]:
+        """Groups one query's rows into sessions."""
+        url = self._streamed_url()
+        chunks = (
+            sqlite_chunks(url, sql, params) if url.sqlite_path is not None
+            else server_chunks(self.engine, url, sql, params)
+        )
+        async with aclosing(self._grouped(chunks, newest_first=newest_first)) as grouped:
             async for stored in grouped:
                 yield stored
+
+    def _grouped(self, chunks: AsyncGenerator[Iterable[Any], None], *,
+                 newest_first: bool) -> AsyncGenerator[StoredSession, None]:
+        """Groups ordered rows into sessions (PostgreSQL's driver decodes the JSON itself)."""
+        return grouped_sessions(chunks, key_columns=True,
+                                decoded=self.engine.dialect.name == "postgresql",
+                                newest_first=newest_first)
 
     def preload_writer(self) -> None:
         """Imports ADK's storage model (0.6 s, measured) in a thread while the scan runs.

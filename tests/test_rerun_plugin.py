@@ -404,6 +404,39 @@ async def test_an_error_callback_s_answer_is_stored_when_the_re_run_raises() -> 
     assert request_answers(model.requests[0])["wx-1"] == expected
 
 
+async def test_a_re_run_outlasting_its_timeout_is_cancelled_and_the_call_is_healed() -> None:
+    """The timeout cancels the tool inside ADK's handler; nothing is stored, the call is healed."""
+    outcome: list[str] = []
+    never = asyncio.Event()
+
+    async def read_customer(customer: str) -> dict[str, str]:
+        """Returns a customer's record (this one hangs)."""
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+        outcome.append("returned")
+        return {"customer": customer}
+
+    model = ScriptedModel(script=[ScriptedModel.say("Let me check again.")])
+    agent = LlmAgent(name=AGENT, model=model, tools=[read_customer])
+    inner = InMemorySessionService()
+    session = await inner.create_session(app_name=APP, user_id=USER)
+    for event in read_customer_died(USER).events:
+        await inner.append_event(session, event)
+    app = App(name=APP, root_agent=agent,
+              plugins=[RerunSafeCallsPlugin(CUSTOMER_POLICY, timeout=0.2)])
+    runner = Runner(app=app, session_service=HealingSessionService(inner, CUSTOMER_POLICY))
+    message = types.Content(role="user", parts=[types.Part(text="hello?")])
+    async for _ in runner.run_async(user_id=USER, session_id=session.id, new_message=message):
+        pass
+    stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    assert stored is not None and outcome == ["cancelled"]
+    assert rerun_events(stored.events) == []
+    assert "error" in answers(stored.events)["rc-1"]
+
+
 async def test_a_re_run_asking_for_confirmation_is_not_stored_and_the_call_is_healed() -> None:
     """A tool needing a human's confirmation cannot get one before the message: healed, not run."""
     reads: list[str] = []
@@ -425,7 +458,11 @@ async def test_the_tool_run_ledger_records_the_re_run(
     reads: list[str] = []
     inner = adk_store.service()
     crashed = read_customer_died(USER)
-    session = await inner.create_session(app_name=APP, user_id=USER)
+    created = await inner.create_session(app_name=APP, user_id=USER)
+    # Read back first: on MariaDB, ADK 1.39's create_session returns a session whose
+    # revision marker never matches storage, so appending to it fails as stale.
+    session = await inner.get_session(app_name=APP, user_id=USER, session_id=created.id)
+    assert session is not None
     for event in crashed.events:
         await inner.append_event(session, event)
     key = SessionKey(APP, USER, session.id)

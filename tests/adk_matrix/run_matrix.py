@@ -22,9 +22,11 @@ missing or broken), installs this checkout into it, and runs, per version:
   ADK's ``Runner`` sends the model one answer, the real one, exactly what it
   sends for a call that was never healed (``late_check.py``);
 * ``rerun``: with ``RerunSafeCallsPlugin``, the user's next turn through that
-  ADK's ``Runner`` runs a dead read-only call again (once) and stores its real
-  result before the message, heals the side-effect call of the same turn, and
-  the model's request breaks no provider rule (``rerun_check.py``);
+  ADK's ``Runner`` runs a dead read-only call again (once) through that ADK's
+  own tool path (a guard's refusal and a masking after-callback are what is
+  stored) and stores its answer before the message, heals the side-effect call
+  of the same turn, and the model's request breaks no provider rule
+  (``rerun_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 

@@ -62,7 +62,8 @@ def _servers_match_markers(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails a test that asked for a server (``servers.require_server``) it is not marked with."""
     SERVERS_USED.clear()
     yield
-    unmarked = sorted(kind for kind in SERVERS_USED if request.node.get_closest_marker(kind) is None)
+    marked = {kind for kind in SERVERS_USED if request.node.get_closest_marker(kind) is not None}
+    unmarked = sorted(SERVERS_USED - marked)
     SERVERS_USED.clear()
     if unmarked:
         pytest.fail(f"{request.node.nodeid} uses the {', '.join(unmarked)} server(s) but is not "

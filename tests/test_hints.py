@@ -110,7 +110,7 @@ async def test_scan_repair_and_undo_hints_run_as_printed(tmp_path: Path) -> None
 
 
 async def test_review_hint_resolves_once_the_placeholders_are_filled(tmp_path: Path) -> None:
-    """review's hint names the URL: with a listed call id and a JSON value filled in, it resolves."""
+    """review's hint names the URL: with a listed call id and a JSON value filled in, it runs."""
     store = await filled_store(tmp_path)
     assert run(["db", "upgrade", store.url])[0] == 0
     assert run(["repair", store.url, "--older-than", "1h", "--yes"])[0] == 0
@@ -130,7 +130,7 @@ async def test_review_hint_resolves_once_the_placeholders_are_filled(tmp_path: P
 
 
 async def test_error_hints_name_commands_that_run(tmp_path: Path) -> None:
-    """history without a ledger, an unknown run and an unknown call each name a command that runs."""
+    """history with no ledger, an unknown run, an unknown call: each names a command that runs."""
     store = await filled_store(tmp_path)
     code, out = run(["history", store.url])
     assert code == 2, out

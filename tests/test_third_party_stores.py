@@ -24,9 +24,9 @@ from servers import require_server
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.store import Layout, store_for_service
+from adk_session_heal.testing import History
 
 pytestmark = pytest.mark.redis
-from adk_session_heal.testing import History
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 APP, USER = "app", "user"

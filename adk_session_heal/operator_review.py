@@ -27,6 +27,7 @@ from .healing import SessionHeals
 from .json_version import JSON_FORMAT
 from .late_results import is_resolution, late_results
 from .review import ReviewEntry, plan_resolution, review_entries
+from .scan_report import counted
 from .session_key import SessionKey
 from .store import SessionFilter, open_store
 from .store.base import Removal, RemovalReason, RemoveOutcome, StoredSession, WriteOutcome
@@ -88,9 +89,9 @@ class ReviewReport:
     def summary_line(self) -> str:
         """The one-line summary."""
         healed = sum(1 for c in self.calls if c.status == "healed")
-        return (f"{len(self.calls)} calls to check in {self.url}: {healed} healed, "
-                f"{len(self.calls) - healed} not healed yet; {self.damaged_sessions} "
-                "sessions with damaged rows skipped")
+        return (f"{counted(len(self.calls), 'call to check', 'calls to check')} in {self.url}: "
+                f"{healed} healed, {len(self.calls) - healed} not healed yet; "
+                f"{counted(self.damaged_sessions, 'session')} with damaged rows skipped")
 
     def summary_json(self) -> dict[str, Any]:
         """The document without its list (the jsonl summary line)."""
@@ -232,12 +233,13 @@ async def resolve(
     store = await open_store(url, writable=True, timeout=timeout)
     try:
         if ledger and (revision := await store.ledger_revision()) not in REMOVALS_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision))
+            raise LedgerError(missing_ledger_message(store, revision), missing=True)
         found = [s async for s in store.stream_sessions(where or SessionFilter())
                  if not s.damaged and _answers(s, call_id)]
         if not found:
             raise ResolutionError(f"no heal answers call {call_id!r} in {store}: check the id "
-                                  "(`adk-session-heal review` lists them), or run repair first")
+                                  f"(`adk-session-heal review {store}` lists them), or run "
+                                  "repair first")
         if len(found) > 1:
             raise ResolutionError(
                 f"call {call_id!r} is healed in {len(found)} sessions: pass --session "

@@ -136,6 +136,7 @@ __all__ = [
     "ScanReport",
     "SupersededEntry",
     "call_why",
+    "counted",
     "format_duration",
     "history_json",
     "history_records",
@@ -153,6 +154,19 @@ _PENDING_WHY = {
         "waits for a tool confirmation or a credential (never healed)",
     "client_call": "a call the client answers (never healed)",
 }
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """Returns ``"1 session"`` or ``"2 sessions"``: a count and its noun, in the right number.
+
+    Args:
+        count: How many.
+        noun: The singular (``"dead call"``).
+        plural: The plural when it is not ``noun + "s"`` (``"calls to check"``).
+    """
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural if plural is not None else noun + 's'}"
 
 
 def format_duration(seconds: float, *, exact: bool = True) -> str:
@@ -435,14 +449,17 @@ class ScanReport:
         """Returns the one-line summary the CLI prints (counts, never ids)."""
         c = self.counts()
         return (
-            f"Scanned {self.sessions_scanned} sessions ({self.events_scanned} events) in "
-            f"{self.url}: {c['dead_calls']} dead calls in {self.sessions_needing_healing} "
-            f"sessions (repair heals them), {c['in_flight_calls']} in flight, "
-            f"{c['pending_calls']} pending, {c['id_less_calls']} without an id, "
-            f"{c['orphaned_responses']} orphaned responses, {c['damaged_rows']} damaged rows "
-            f"({self.damaged_sessions} sessions skipped whole)"
-            + (f", {c['superseded_heals']} heals superseded by a late result (repair takes "
-               "them back)" if c["superseded_heals"] else "")
+            f"Scanned {counted(self.sessions_scanned, 'session')} "
+            f"({counted(self.events_scanned, 'event')}) in {self.url}: "
+            f"{counted(c['dead_calls'], 'dead call')} in "
+            f"{counted(self.sessions_needing_healing, 'session')} (repair heals them), "
+            f"{c['in_flight_calls']} in flight, {c['pending_calls']} pending, "
+            f"{c['id_less_calls']} without an id, "
+            f"{counted(c['orphaned_responses'], 'orphaned response')}, "
+            f"{counted(c['damaged_rows'], 'damaged row')} "
+            f"({counted(self.damaged_sessions, 'session')} skipped whole)"
+            + (f", {counted(c['superseded_heals'], 'heal')} superseded by a late result "
+               "(repair takes them back)" if c["superseded_heals"] else "")
             + self._changed_only()
         )
 
@@ -677,7 +694,8 @@ class RepairReport:
         skipped = (f", {self.skipped} skipped: their session changed since the scan"
                    if self.skipped else "")
         if self.scan.damaged_sessions:
-            skipped += f"; {self.scan.damaged_sessions} sessions with damaged rows skipped whole"
+            skipped += (f"; {counted(self.scan.damaged_sessions, 'session')} with damaged rows "
+                        "skipped whole")
         taken = (f"; superseded heals taken back: {self.taken_back} of {back}"
                  if back else "")
         return (f"Synthetic events written: {self.healed} "

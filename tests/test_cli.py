@@ -373,7 +373,7 @@ async def test_repair_on_a_terminal_applies_the_plan_it_showed(tmp_path: Path) -
     os.close(follower)
     try:
         shown = _read_until(leader, b"[y/N]")
-        assert b"Write these 3 synthetic events" in shown, shown.decode(errors="replace")
+        assert b"Write 3 synthetic events" in shown, shown.decode(errors="replace")
         # The operator looks at the plan; meanwhile the "dead" session gets a turn.
         service = store.service()
         try:
@@ -495,7 +495,7 @@ def test_in_flight_and_pending_calls_are_listed_with_age_tool_and_why(filled: St
     assert "app/user/stale" in said and "book" in said and "may still be running" in said
     assert "Pending calls (never healed)" in said and "long-running tool" in said
     assert ("3 dead calls in 3 sessions (repair heals them), 1 in flight, 1 pending, "
-            "1 without an id, 1 orphaned responses, 0 damaged rows") in said
+            "1 without an id, 1 orphaned response, 0 damaged rows") in said
 
     tsv = cli("scan", filled.url, "--older-than", "520w")
     row = next(r for r in _tsv(tsv.stdout) if r["kind"] == "in_flight_call")
@@ -621,10 +621,10 @@ def test_prompt_and_plan_go_to_stderr(tmp_path: Path) -> None:
         if child.stdout is not None:
             child.stdout.close()
     assert child.returncode == 0
-    assert b"Write these 3 synthetic events" in asked and b"Synthetic responses" in asked
+    assert b"Write 3 synthetic events" in asked and b"Synthetic responses" in asked
     assert b"Synthetic events written: 3" in rest
     assert stdout.splitlines()[0].split("\t") == list(REPAIR_COLUMNS)
-    assert "Write these" not in stdout and ANSI not in stdout
+    assert "Write 3 synthetic" not in stdout and ANSI not in stdout
     assert [r["outcome"] for r in _tsv(stdout) if r["kind"] == "heal"] == ["written"] * 3
 
     piped = subprocess.run(

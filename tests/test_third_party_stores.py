@@ -26,6 +26,8 @@ from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.store import Layout, store_for_service
 from adk_session_heal.testing import History
 
+pytestmark = pytest.mark.redis
+
 REDIS_URL = "redis://127.0.0.1:6379/0"
 APP, USER = "app", "user"
 POLICY = HealPolicy(stale_after=0, quiet_after=0)

@@ -100,10 +100,7 @@ def open_heal_ledger(
 def missing_ledger_message(url: object, revision: str | None) -> str:
     """Returns the one-line error for a missing or outdated ledger."""
     if revision is None:
-        return (
-            f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once "
-            "to create it (or pass --no-ledger to repair without an audit trail)"
-        )
+        return f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once to create it"
     return (
         f"the heal ledger in {url} is at revision {revision!r}, not {LEDGER_HEAD_REVISION!r}: "
         f"run `adk-session-heal db upgrade {url}`"
@@ -236,7 +233,7 @@ class SqlHealLedger:
         """The one-line error of a failed record: the table is missing, or what failed."""
         revision = await self.revision()
         if revision not in revisions:
-            return LedgerError(missing_ledger_message(self._where(), revision))
+            return LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         return LedgerError(f"cannot record {what} in {self._where()}: {type(exc).__name__}")
 
     async def removals(self, *, session_id: str | None = None) -> list[Removal]:
@@ -247,7 +244,7 @@ class SqlHealLedger:
         """
         revision = await self.revision()
         if revision not in REMOVALS_REVISIONS:
-            raise LedgerError(missing_ledger_message(self._where(), revision))
+            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         statement = select(*base_columns(REMOVALS_TABLE, revision))
         if session_id is not None:
             statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
@@ -275,7 +272,7 @@ class SqlHealLedger:
         """
         revision = await self.revision()
         if revision not in revisions:
-            raise LedgerError(missing_ledger_message(self._where(), revision))
+            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         assert revision is not None
         return revision
 

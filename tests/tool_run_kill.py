@@ -8,6 +8,17 @@ then sleeps: the tool never starts), ``during_tool`` (the tool touches MARKER,
 then sleeps) or ``after_finish`` (a later plugin's ``after_tool_callback`` touches MARKER once
 the ledger recorded the finish, before the response event is stored, then
 sleeps). The test SIGKILLs the process once MARKER exists.
+
+The other ``during_*`` points (:data:`TOOL_KINDS`) run ``charge_card`` as
+another kind of tool, which touches MARKER and then runs until killed: a plain
+``def`` that sleeps on the event loop (``during_sync_tool``), the same in ADK's
+tool thread pool (``during_pool_tool``, ``RunConfig.tool_thread_pool_config``),
+a plain ``def`` spinning on the CPU, holding the GIL (``during_busy_tool``), a
+``LongRunningFunctionTool`` over the sleeping ``def``
+(``during_long_running_tool``), an ``AgentTool`` whose agent calls the sleeping
+``def`` (``during_agent_tool``: the call the session holds is the agent's), and
+a plain generator that sleeps after its first item (``during_stream_tool``: ADK
+2.x runs a generator tool as a workflow node).
 """
 
 from __future__ import annotations
@@ -18,14 +29,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
 from typing import Any
 
 from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig, ToolThreadPoolConfig
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
+from google.adk.tools.agent_tool import AgentTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 from stores import APP, USER, Store
 
@@ -34,6 +49,13 @@ from adk_session_heal.store.tool_runs import SqlToolRunLedger
 from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
+
+TOOL_KINDS = ("during_tool", "during_sync_tool", "during_pool_tool", "during_busy_tool",
+              "during_long_running_tool", "during_agent_tool", "during_stream_tool")
+"""Kill points inside a running tool, one per kind of tool (``during_tool``: an async one)."""
+
+LEASE_SECONDS = 2.0
+"""The ledger plugin's lease in the runner."""
 
 
 class _Stop(BasePlugin):
@@ -61,6 +83,37 @@ class _Stop(BasePlugin):
         await self._stop("after_finish")
 
 
+def _blocking_tool(path: Path, at: str) -> Callable[..., Any]:
+    """``charge_card`` as a plain ``def`` that touches ``path``, then never ends."""
+    if at == "during_stream_tool":
+        return _stream_tool(path)
+
+    def charge_card(amount: int) -> dict[str, str]:
+        """Charges a card."""
+        path.touch()
+        if at == "during_busy_tool":
+            while True:  # holds the GIL but for the interpreter's thread switches
+                pass
+        time.sleep(3600)
+        return {"status": "charged"}
+
+    return charge_card
+
+
+def _stream_tool(path: Path) -> Callable[..., Any]:
+    """``charge_card`` as a plain generator: one progress item, then it touches ``path`` and
+    never ends."""
+
+    def charge_card(amount: int) -> Generator[dict[str, str], None, None]:
+        """Charges a card, reporting progress."""
+        yield {"status": "charging"}
+        path.touch()
+        time.sleep(3600)
+        yield {"status": "charged"}
+
+    return charge_card
+
+
 async def main(url: str, session_id: str, marker: str, at: str) -> None:
     path = Path(marker)
 
@@ -81,7 +134,7 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
     else:
         service = Store("adk_sqlite" if url.startswith("sqlite:///") else "other", url).service()
         ledger = SqlToolRunLedger.from_url(url)
-    recorder, stop = ToolRunLedgerPlugin(ledger, lease_seconds=2.0), _Stop(path, at)
+    recorder, stop = ToolRunLedgerPlugin(ledger, lease_seconds=LEASE_SECONDS), _Stop(path, at)
     plugins: list[BasePlugin] = [stop, recorder] if at == "before_start" else [recorder, stop]
 
     def second_reply(_: Any) -> Any:
@@ -90,21 +143,43 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
             time.sleep(3600)
         return ScriptedModel.say("done")
 
-    model = ScriptedModel(script=[ScriptedModel.call("charge_card", {"amount": 5}),
-                                  second_reply])
-    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[charge_card]),
+    tool: Any = charge_card
+    if at in TOOL_KINDS[1:]:
+        tool = _blocking_tool(path, at)
+    if at == "during_long_running_tool":
+        tool = LongRunningFunctionTool(tool)
+    elif at == "during_agent_tool":
+        billing = ScriptedModel(script=[ScriptedModel.call("charge_card", {"amount": 5})])
+        tool = AgentTool(LlmAgent(name="billing", description="Bills customers.",
+                                  model=billing, tools=[tool]))
+    run_config = RunConfig(tool_thread_pool_config=ToolThreadPoolConfig(max_workers=2)
+                           ) if at == "during_pool_tool" else None
+    name = "billing" if at == "during_agent_tool" else "charge_card"
+    args = {"request": "charge 5"} if at == "during_agent_tool" else {"amount": 5}
+    model = ScriptedModel(script=[ScriptedModel.call(name, args), second_reply])
+    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[tool]),
                     session_service=service, plugins=plugins)
     message = types.Content(role="user", parts=[types.Part(text="go")])
-    async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message):
+    async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message,
+                                    run_config=run_config):
         pass
 
 
-async def run_until_killed(url: str, session_id: str, kill_at: str, folder: Path) -> None:
+async def run_until_killed(url: str, session_id: str, kill_at: str, folder: Path, *,
+                           before_kill: Callable[[], Awaitable[None]] | None = None) -> None:
     """Runs this script on the session in a child process and SIGKILLs it at ``kill_at``.
 
     The tests' one harness for a runner dying at a chosen point: it waits (60 s
     at most) for the child to touch its marker in ``folder``, kills it, and
     reaps it. A child that exits first fails the test with its stderr.
+
+    Args:
+        url: The store.
+        session_id: The session the runner runs a turn on.
+        kill_at: Where the runner stops (see the module docstring).
+        folder: Where the marker file goes.
+        before_kill: Awaited once the marker exists; the child must still be
+            running after it (its tool never ends by itself), then it is killed.
     """
     here = Path(__file__).resolve()
     marker = folder / f"marker-{kill_at}"
@@ -118,6 +193,9 @@ async def run_until_killed(url: str, session_id: str, kill_at: str, folder: Path
             assert process.poll() is None, process.communicate()[1].decode()[-2000:]
             assert time.time() < deadline, "the runner never reached its kill point"
             await asyncio.sleep(0.05)
+        if before_kill is not None:
+            await before_kill()
+            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
         process.send_signal(signal.SIGKILL)
     finally:
         if process.poll() is None:

@@ -16,7 +16,7 @@ from conftest import close_redis
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from servers import REDIS_URL, temporary_redis_prefix
 from stores import APP, USER
-from tool_run_kill import run_until_killed
+from tool_run_kill import run_until_killed, watch_then_kill
 
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.bulk import repair
@@ -118,3 +118,18 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
     after = await repair(url, policy=HealPolicy(stale_after=0, clock_skew=0),
                          now=run.lease_until + 0.5, ledger=False)
     assert after.heals == []
+
+
+async def test_a_plain_def_tool_holds_its_redis_lease_until_its_process_is_killed(
+        prefix: str, ledger: RedisToolRunLedger, tmp_path: Path) -> None:
+    """A plain `def` tool blocking the runner's loop for 3 leases on ADK's Redis sessions is
+    never healed by another process's wrapper (clock_skew=0); SIGKILLed, it is: may_have_run."""
+
+    def service() -> RedisSessionService:
+        return RedisSessionService(RedisSessionServiceConfig(uri=REDIS_URL, key_prefix=prefix))
+
+    adk = service()
+    session = await adk.create_session(app_name=APP, user_id=USER)
+    await close_redis(adk)
+    await watch_then_kill(f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}", session.id,
+                          "during_sync_tool", tmp_path, service, ledger, close_redis)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from stores import (  # noqa: F401
@@ -23,16 +21,14 @@ from stores import (  # noqa: F401
     close,
     tool_run_ledger_fixture,
 )
-from tool_run_kill import LEASE_SECONDS, TOOL_KINDS, run_until_killed
+from tool_run_kill import TOOL_KINDS, run_until_killed, watch_then_kill
 
-from adk_session_heal import HealingSessionService, HealPolicy
-from adk_session_heal.event_access import HEAL_METADATA_KEY
-from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome
+from adk_session_heal.policy import CallOutcome
 from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store.tool_runs import SqlToolRunLedger
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import NOT_RECORDED_ERROR, ToolRunLedgerPlugin
-from adk_session_heal.tool_runs import RunState, ToolRun, ToolRunReader, run_outcome
+from adk_session_heal.tool_runs import RunState, ToolRun, run_outcome
 
 
 async def _run(store: Store, tool: Any, plugin: ToolRunLedgerPlugin,
@@ -297,67 +293,6 @@ async def test_the_heartbeat_stops_when_the_tool_s_task_ends_without_a_callback(
     assert runs["orphaned-start"].lease_until < ended_at + 0.3 + 0.1
 
 
-MAY_HAVE_RUN = {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN], "outcome": "may_have_run",
-                "safe_to_retry": False}
-"""The heal of a call whose tool started and whose runner died (charge_card: side effects)."""
-
-
-async def watch_then_kill(url: str, session_id: str, at: str, folder: Path,
-                          service: Callable[[], BaseSessionService], ledger: ToolRunReader
-                          ) -> None:
-    """Runs ``tool_run_kill.py`` at ``at``, reads its session through the wrapper while the tool
-    runs 3 leases (no heal, the lease alive), SIGKILLs it, then reads until the call is healed.
-
-    The reader is another process's wrapper with ``clock_skew=0``: a lease not renewed in
-    time is healed as soon as it runs out. A long-running call is never healed (it is
-    pending by design): its record is read instead.
-    """
-    key = SessionKey(APP, USER, session_id)
-    policy = HealPolicy(clock_skew=0)
-    long_running = at == "during_long_running_tool"
-
-    async def read() -> tuple[list[Any], ToolRun]:
-        wrapper = HealingSessionService(service(), policy, tool_runs=ledger)
-        try:
-            session = await wrapper.get_session(app_name=APP, user_id=USER,
-                                                session_id=session_id)
-        finally:
-            await wrapper.close()
-        assert session is not None
-        heals = [r.response for e in session.events
-                 if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)
-                 for r in e.get_function_responses()]
-        calls = [c for e in session.events for c in e.get_function_calls()]
-        assert len(calls) == 1, calls  # the session holds the one call the runner made
-        return heals, (await ledger.runs(key))[str(calls[0].id)]
-
-    async def tool_runs_three_leases() -> None:
-        reads = 0
-        deadline = time.monotonic() + 3 * LEASE_SECONDS
-        while time.monotonic() < deadline:
-            heals, run = await read()
-            assert heals == [], f"a live call was healed after {reads} reads: {heals}"
-            assert run.state is RunState.STARTED
-            assert run_outcome(run, time.time()) is None, "the lease of a running tool ran out"
-            reads += 1
-            await asyncio.sleep(0.2)
-        assert reads >= 5
-
-    await run_until_killed(url, session_id, at, folder, before_kill=tool_runs_three_leases)
-    deadline = time.monotonic() + 60
-    while True:  # the lease runs out LEASE_SECONDS after the last renewal, at most
-        heals, run = await read()
-        if long_running:
-            assert heals == []  # pending by design: a long-running call is never healed
-            if run_outcome(run, time.time()) is CallOutcome.MAY_HAVE_RUN:
-                return
-        elif heals:
-            assert heals == [MAY_HAVE_RUN]
-            return
-        assert time.monotonic() < deadline, "the dead runner's lease never ran out"
-        await asyncio.sleep(0.2)
-
-
 async def test_a_plain_def_tool_holds_its_lease_until_its_process_is_killed(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, tmp_path: Path) -> None:
     """A plain `def` tool blocking the runner's event loop for 3 leases is never healed by
@@ -366,7 +301,7 @@ async def test_a_plain_def_tool_holds_its_lease_until_its_process_is_killed(
     session = await service.create_session(app_name=APP, user_id=USER)
     await close(service)
     await watch_then_kill(adk_store.url, session.id, "during_sync_tool", tmp_path,
-                          adk_store.service, tool_run_ledger)
+                          adk_store.service, tool_run_ledger, close)
 
 
 OTHER_KINDS = [("db_sqlite", at) for at in TOOL_KINDS if at != "during_sync_tool"] + [
@@ -383,4 +318,4 @@ async def test_every_kind_of_tool_holds_its_lease_until_its_process_is_killed(
     session = await service.create_session(app_name=APP, user_id=USER)
     await close(service)
     await watch_then_kill(adk_store.url, session.id, at, tmp_path, adk_store.service,
-                          tool_run_ledger)
+                          tool_run_ledger, close)

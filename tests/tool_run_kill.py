@@ -18,7 +18,8 @@ a plain ``def`` spinning on the CPU, holding the GIL (``during_busy_tool``), a
 (``during_long_running_tool``), an ``AgentTool`` whose agent calls the sleeping
 ``def`` (``during_agent_tool``: the call the session holds is the agent's), and
 a plain generator that sleeps after its first item (``during_stream_tool``: ADK
-2.x runs a generator tool as a workflow node).
+2.x runs a generator tool as a workflow node). :func:`watch_then_kill` reads the
+session through the wrapper while such a tool runs, then kills the runner.
 """
 
 from __future__ import annotations
@@ -44,11 +45,16 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
 from stores import APP, USER, Store
 
+from adk_session_heal import HealingSessionService, HealPolicy
+from adk_session_heal.event_access import HEAL_METADATA_KEY
+from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome
+from adk_session_heal.session_key import SessionKey
 from adk_session_heal.store.redis_tool_runs import RedisToolRunLedger
 from adk_session_heal.store.tool_runs import SqlToolRunLedger
 from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import ScriptedModel
 from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
+from adk_session_heal.tool_runs import RunState, ToolRun, ToolRunReader, run_outcome
 
 TOOL_KINDS = ("during_tool", "during_sync_tool", "during_pool_tool", "during_busy_tool",
               "during_long_running_tool", "during_agent_tool", "during_stream_tool")
@@ -201,6 +207,67 @@ async def run_until_killed(url: str, session_id: str, kill_at: str, folder: Path
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=30)  # reaps it and closes its pipes
+
+
+MAY_HAVE_RUN = {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN], "outcome": "may_have_run",
+                "safe_to_retry": False}
+"""The heal of a call whose tool started and whose runner died (charge_card: side effects)."""
+
+
+async def watch_then_kill(url: str, session_id: str, at: str, folder: Path,
+                          service: Callable[[], BaseSessionService], ledger: ToolRunReader,
+                          close: Callable[[BaseSessionService], Awaitable[None]]) -> None:
+    """Runs ``tool_run_kill.py`` at ``at``, reads its session through the wrapper while the tool
+    runs 3 leases (no heal, the lease alive), SIGKILLs it, then reads until the call is healed.
+
+    The reader is another process's wrapper with ``clock_skew=0``: a lease not renewed in
+    time is healed as soon as it runs out. A long-running call is never healed (it is
+    pending by design): its record is read instead.
+    """
+    key = SessionKey(APP, USER, session_id)
+    policy = HealPolicy(clock_skew=0)
+    long_running = at == "during_long_running_tool"
+
+    async def read() -> tuple[list[Any], ToolRun]:
+        inner = service()
+        try:
+            session = await HealingSessionService(inner, policy, tool_runs=ledger).get_session(
+                app_name=APP, user_id=USER, session_id=session_id)
+        finally:
+            await close(inner)
+        assert session is not None
+        heals = [r.response for e in session.events
+                 if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)
+                 for r in e.get_function_responses()]
+        calls = [c for e in session.events for c in e.get_function_calls()]
+        assert len(calls) == 1, calls  # the session holds the one call the runner made
+        return heals, (await ledger.runs(key))[str(calls[0].id)]
+
+    async def tool_runs_three_leases() -> None:
+        reads = 0
+        deadline = time.monotonic() + 3 * LEASE_SECONDS
+        while time.monotonic() < deadline:
+            heals, run = await read()
+            assert heals == [], f"a live call was healed after {reads} reads: {heals}"
+            assert run.state is RunState.STARTED
+            assert run_outcome(run, time.time()) is None, "the lease of a running tool ran out"
+            reads += 1
+            await asyncio.sleep(0.2)
+        assert reads >= 5
+
+    await run_until_killed(url, session_id, at, folder, before_kill=tool_runs_three_leases)
+    deadline = time.monotonic() + 60
+    while True:  # the lease runs out LEASE_SECONDS after the last renewal, at most
+        heals, run = await read()
+        if long_running:
+            assert heals == []  # pending by design: a long-running call is never healed
+            if run_outcome(run, time.time()) is CallOutcome.MAY_HAVE_RUN:
+                return
+        elif heals:
+            assert heals == [MAY_HAVE_RUN]
+            return
+        assert time.monotonic() < deadline, "the dead runner's lease never ran out"
+        await asyncio.sleep(0.2)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ class _LeaseKeeper:
         self._period = lease_seconds / 3
         self._clock = clock
         self._cond = threading.Condition()
-        self._held: dict[tuple[SessionKey, str], _Held] = {}
+        self._held: dict[tuple[SessionKey, str, asyncio.Task[Any] | None], _Held] = {}
         self._reserved = 0
         self._active_at = 0.0
         self._thread: threading.Thread | None = None
@@ -204,12 +204,22 @@ class _LeaseKeeper:
         with self._cond:
             self._reserved = max(0, self._reserved - 1)
             self._start()  # closed since reserve: runs again
-            self._held[key] = _Held(run, task, time.monotonic() + self._period)
+            self._held[(*key, task)] = _Held(run, task, time.monotonic() + self._period)
 
-    def release(self, key: tuple[SessionKey, str]) -> ToolRun | None:
-        """Stops renewing the run held for ``key``; returns it (``None`` if none is held)."""
+    def release(self, key: tuple[SessionKey, str],
+                task: asyncio.Task[Any] | None) -> ToolRun | None:
+        """Stops renewing the run ``task`` holds for ``key``; returns it (``None``: none held).
+
+        Keyed by the task too: two runs of one call id at once (a repeated
+        call) each end their own attempt. Called from another task (no ADK
+        version does), the one run held for ``key`` is released.
+        """
         with self._cond:
-            held = self._held.pop(key, None)
+            held = self._held.pop((*key, task), None)
+            if held is None:
+                others = [entry for entry in self._held if entry[:2] == key]
+                if len(others) == 1:
+                    held = self._held.pop(others[0])
             self._active_at = time.monotonic()
         return None if held is None else held.run
 
@@ -393,7 +403,7 @@ class ToolRunLedgerPlugin(BasePlugin):
 
     async def _end(self, tool_context: ToolContext, state: RunState, result: Any) -> None:
         key = self._key(tool_context)
-        run = self._leases.release(key) if key is not None else None
+        run = self._leases.release(key, asyncio.current_task()) if key is not None else None
         if run is None:
             return
         text, truncated = (stored_result(result, self.max_result_bytes)

@@ -475,3 +475,49 @@ async def test_a_forked_child_renews_its_own_leases_not_its_parents(
     renewed = lease("parent")
     assert renewed > runs["parent"].lease_until  # the parent's thread still renews its own
     await plugin.close()
+
+
+@SQLITE_ONLY
+async def test_two_runs_of_one_call_id_at_once_each_end_their_own_attempt(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """One call id started twice at once (a repeated call): the first's end does not finish
+    the second's attempt, whose lease goes on being renewed until it ends itself."""
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
+    (context,) = contexts
+    context.function_call_id = "twice"
+    key = SessionKey(APP, USER, context.session.id)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
+    tool: Any = type("Tool", (), {"name": "lookup"})()
+    starts = {name: asyncio.Event() for name in ("first", "second")}
+    ends = {name: asyncio.Event() for name in ("first", "second")}
+
+    async def run(name: str) -> None:
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+        starts[name].set()
+        await ends[name].wait()
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result={"by": name})
+
+    first = asyncio.create_task(run("first"))
+    await asyncio.wait_for(starts["first"].wait(), 30)
+    second = asyncio.create_task(run("second"))
+    await asyncio.wait_for(starts["second"].wait(), 30)
+    ends["first"].set()
+    await first
+    await asyncio.sleep(1.0)  # three leases: only a heartbeat keeps the second alive
+    run_now = (await tool_run_ledger.runs(key))["twice"]
+    assert run_now.state is RunState.STARTED and run_now.attempt == 2
+    assert run_outcome(run_now, time.time()) is None
+    ends["second"].set()
+    await second
+    final = (await tool_run_ledger.runs(key))["twice"]
+    assert final.state is RunState.FINISHED and final.result == {"by": "second"}
+    await plugin.close()

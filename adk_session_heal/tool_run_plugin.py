@@ -17,7 +17,7 @@ For each tool call the model makes (keyed by session and function-call id):
 * before the tool runs, a ``started`` record with a lease (this host and
   process, ``lease_until = now + lease_seconds``) is committed; while the tool
   runs, a heartbeat pushes the lease forward every third of ``lease_seconds``
-  (see "The heartbeat" below);
+  (from a thread of its own: below);
 * when the tool returns, ``finished`` with its result (secrets redacted, at
   most ``max_result_bytes`` kept: :func:`~adk_session_heal.tool_runs.stored_result`);
   when it raises, ``failed`` with the exception's type only.
@@ -35,13 +35,15 @@ ADK calls a plain ``def`` tool (or generator) on the loop itself unless
 on 1.x only in live mode), and a tool that computes holds the loop as long.
 Leases are renewed by one daemon thread per plugin, with an event loop of its
 own and its own connections to the ledger (:meth:`ToolRunLedger.open_copy`: a
-new engine over the same connection settings, or a new Redis client), started
-with the first tool and ended after a minute without one (or by
-:meth:`ToolRunLedgerPlugin.close`). Every kind of tool keeps its lease the
-same way: a plain ``def`` on the loop or in ADK's thread pool, ``async``
-tools, generator tools, a ``LongRunningFunctionTool`` while its function runs,
-an ``AgentTool`` (its agent's tools hold leases of their own in its session).
-A live-mode streaming tool is answered "pending" at once, which ends its run.
+new engine over the same connection settings, or a new Redis client). It
+starts with the first tool and ends after a minute without one, or on
+:meth:`ToolRunLedgerPlugin.close` once no tool runs (closing never drops a
+running tool's lease: ADK 1.x's ``AgentTool`` closes its parent's plugins).
+Every kind of tool keeps its lease the same way: a plain ``def`` on the loop
+or in ADK's thread pool, ``async`` tools, generator tools, a
+``LongRunningFunctionTool`` while its function runs, an ``AgentTool`` (its
+agent's tools hold leases of their own in its session). A live-mode streaming
+tool is answered "pending" at once, which ends its run.
 The only thing that stops a lease is the run ending:
 
 * the tool returned or raised (the after-tool or error callback records it);
@@ -162,6 +164,7 @@ class _LeaseKeeper:
         self._held: dict[tuple[SessionKey, str, asyncio.Task[Any] | None], _Held] = {}
         self._reserved = 0
         self._active_at = 0.0
+        self._closing = False
         self._thread: threading.Thread | None = None
         _KEEPERS.add(self)
 
@@ -170,6 +173,7 @@ class _LeaseKeeper:
         self._cond = threading.Condition()
         self._held.clear()
         self._reserved = 0
+        self._closing = False
         self._thread = None
 
     def _start(self) -> None:
@@ -179,6 +183,7 @@ class _LeaseKeeper:
             self._thread = threading.Thread(target=self._serve, args=(copy,), daemon=True,
                                             name="adk_session_heal_tool_leases")
             self._thread.start()
+        self._closing = False
         self._active_at = time.monotonic()
 
     def reserve(self) -> None:
@@ -229,11 +234,21 @@ class _LeaseKeeper:
             return [held.run for held in self._held.values()]
 
     def close(self) -> threading.Thread | None:
-        """Stops renewing and ends the thread (it closes its ledger copy); returns it, to join."""
+        """Ends the thread as soon as no lease is held (it closes its ledger copy).
+
+        Leases held go on being renewed until their tools end: closing a runner
+        must not get a tool that still runs healed (ADK 1.x's ``AgentTool``
+        closes its parent's plugins when its own agent is done).
+
+        Returns:
+            The thread, to join, if it ends now (nothing held); else ``None``.
+        """
         with self._cond:
-            thread, self._thread = self._thread, None
-            self._held.clear()
+            self._closing = True
             self._cond.notify_all()
+            if self._held or self._reserved:
+                return None
+            thread, self._thread = self._thread, None
         return thread
 
     def _due(self) -> list[ToolRun] | None:
@@ -256,7 +271,8 @@ class _LeaseKeeper:
                 return [held.run for held in due]
             if self._held:
                 wait = min(held.renew_at for held in self._held.values()) - now
-            elif self._reserved or now < self._active_at + _IDLE_SECONDS:
+            elif self._reserved or (not self._closing
+                                    and now < self._active_at + _IDLE_SECONDS):
                 # A run held from now on is due a period from now: it needs no wake-up.
                 wait = self._period
             else:
@@ -416,8 +432,14 @@ class ToolRunLedgerPlugin(BasePlugin):
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext,
                                   result: dict[str, Any]) -> dict[str, Any] | None:
-        """Records ``finished`` with the tool's result; the result goes on unchanged."""
-        await self._end(tool_context, RunState.FINISHED, result)
+        """Records ``finished`` with the tool's result; the result goes on unchanged.
+
+        ADK 1.x passes a result that is not a dict as the tool returned it (an
+        ``AgentTool``'s text, say) and sends it to the model as ``{"result": ...}``:
+        that is what is recorded, so a heal can answer with it.
+        """
+        response = result if isinstance(result, dict) else {"result": result}
+        await self._end(tool_context, RunState.FINISHED, response)
         return None
 
     async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
@@ -429,10 +451,11 @@ class ToolRunLedgerPlugin(BasePlugin):
 
 
     async def close(self) -> None:
-        """Ends the heartbeat's thread (ADK's ``Runner.close`` calls this); leases held stop.
+        """Ends the heartbeat's thread (ADK's ``Runner.close`` calls this).
 
-        The ledger itself is the caller's to close. A tool started later starts
-        the thread again.
+        At once if no tool runs; else once the tools running have ended (their
+        leases are renewed until then). A tool started later starts the thread
+        again. The ledger itself is the caller's to close.
         """
         thread = self._leases.close()
         if thread is not None:

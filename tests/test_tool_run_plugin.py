@@ -521,3 +521,58 @@ async def test_two_runs_of_one_call_id_at_once_each_end_their_own_attempt(
     final = (await tool_run_ledger.runs(key))["twice"]
     assert final.state is RunState.FINISHED and final.result == {"by": "second"}
     await plugin.close()
+
+
+@SQLITE_ONLY
+async def test_closing_the_plugin_while_a_tool_runs_keeps_its_lease(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """close() while a tool runs (a runner shut down, or ADK 1.x's AgentTool closing its
+    parent's plugins): the running tool's lease is still renewed and its end recorded; the
+    heartbeat's thread ends once it has ended."""
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
+    seen: list[ToolRun] = []
+
+    async def slow_report(job: str, tool_context: ToolContext) -> dict[str, str]:
+        """Runs for several leases; the plugin is closed meanwhile."""
+        await plugin.close()
+        await asyncio.sleep(1.0)
+        key = SessionKey(APP, USER, tool_context.session.id)
+        seen.append((await tool_run_ledger.runs(key))[str(tool_context.function_call_id)])
+        return {"job": job}
+
+    session_id, _ = await _run(adk_store, slow_report, plugin, {"job": "q3"})
+    (during,) = seen
+    assert during.state is RunState.STARTED
+    assert run_outcome(during, time.time()) is None  # still renewed after close()
+    final = _only(await tool_run_ledger.runs(SessionKey(APP, USER, session_id)))
+    assert final.state is RunState.FINISHED and final.result == {"job": "q3"}
+    thread = plugin._leases._thread
+    if thread is not None:  # ends within a beat of the tool's end
+        await asyncio.to_thread(thread.join, 30)
+        assert not thread.is_alive()
+    assert plugin._leases._thread is None
+
+
+@SQLITE_ONLY
+async def test_a_result_that_is_not_a_dict_is_recorded_as_adk_sends_it(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """ADK 1.x hands the after-tool callback an AgentTool's text as it is (and sends the model
+    {"result": text}): the record holds {"result": text}, which a heal can answer with."""
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
+    (context,) = contexts
+    context.function_call_id = "text-result"
+    plugin = ToolRunLedgerPlugin(tool_run_ledger)
+    tool: Any = type("Tool", (), {"name": "helper"})()
+    assert await plugin.before_tool_callback(tool=tool, tool_args={}, tool_context=context) is None
+    assert await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                            result="helped") is None  # type: ignore[arg-type]
+    run = (await tool_run_ledger.runs(SessionKey(APP, USER, context.session.id)))["text-result"]
+    assert run.state is RunState.FINISHED and run.result == {"result": "helped"}
+    await plugin.close()

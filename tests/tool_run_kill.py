@@ -18,7 +18,10 @@ a plain ``def`` spinning on the CPU, holding the GIL (``during_busy_tool``), a
 (``during_long_running_tool``), an ``AgentTool`` whose agent calls the sleeping
 ``def`` (``during_agent_tool``: the call the session holds is the agent's), and
 a plain generator that sleeps after its first item (``during_stream_tool``: ADK
-2.x runs a generator tool as a workflow node). :func:`watch_then_kill` reads the
+2.x runs a generator tool as a workflow node). ``during_parallel_tools`` has the
+model call ``lookup`` (returns at once) and the async ``charge_card`` in one event:
+ADK stores both answers in one event once both end, so ``lookup`` is finished
+and unanswered while ``charge_card`` runs. :func:`watch_then_kill` reads the
 session through the wrapper while such a tool runs, then kills the runner.
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig, ToolThreadPoolConfig
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
@@ -57,7 +61,8 @@ from adk_session_heal.tool_run_plugin import ToolRunLedgerPlugin
 from adk_session_heal.tool_runs import RunState, ToolRun, ToolRunReader, run_outcome
 
 TOOL_KINDS = ("during_tool", "during_sync_tool", "during_pool_tool", "during_busy_tool",
-              "during_long_running_tool", "during_agent_tool", "during_stream_tool")
+              "during_long_running_tool", "during_agent_tool", "during_stream_tool",
+              "during_parallel_tools")
 """Kill points inside a running tool, one per kind of tool (``during_tool``: an async one)."""
 
 LEASE_SECONDS = 2.0
@@ -125,10 +130,14 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
 
     async def charge_card(amount: int) -> dict[str, str]:
         """Charges a card."""
-        if at == "during_tool":
+        if at in ("during_tool", "during_parallel_tools"):
             path.touch()
             await asyncio.sleep(3600)
         return {"status": "charged"}
+
+    async def lookup(q: str) -> dict[str, str]:
+        """Looks something up."""
+        return {"q": q}
 
     service: BaseSessionService
     ledger: SqlToolRunLedger | RedisToolRunLedger
@@ -162,8 +171,16 @@ async def main(url: str, session_id: str, marker: str, at: str) -> None:
                            ) if at == "during_pool_tool" else None
     name = "billing" if at == "during_agent_tool" else "charge_card"
     args = {"request": "charge 5"} if at == "during_agent_tool" else {"amount": 5}
-    model = ScriptedModel(script=[ScriptedModel.call(name, args), second_reply])
-    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[tool]),
+    first_reply = ScriptedModel.call(name, args)
+    tools = [tool]
+    if at == "during_parallel_tools":
+        tools.append(lookup)
+        first_reply = LlmResponse(content=types.Content(role="model", parts=[
+            types.Part(function_call=types.FunctionCall(id=f"adk-{name}-{key}", name=name,
+                                                        args=value))
+            for key, (name, value) in enumerate([("lookup", {"q": "report"}), (name, args)])]))
+    model = ScriptedModel(script=[first_reply, second_reply])
+    runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=tools),
                     session_service=service, plugins=plugins)
     message = types.Content(role="user", parts=[types.Part(text="go")])
     async for _ in runner.run_async(user_id=USER, session_id=session_id, new_message=message,
@@ -222,13 +239,19 @@ async def watch_then_kill(url: str, session_id: str, at: str, folder: Path,
 
     The reader is another process's wrapper with ``clock_skew=0``: a lease not renewed in
     time is healed as soon as it runs out. A long-running call is never healed (it is
-    pending by design): its record is read instead.
+    pending by design): its record is read instead. Beside parallel calls, ``lookup``
+    finishes at once and stays unanswered: it is not healed while its sibling runs, then
+    healed with its recorded result.
     """
     key = SessionKey(APP, USER, session_id)
     policy = HealPolicy(clock_skew=0)
     long_running = at == "during_long_running_tool"
+    expected = [MAY_HAVE_RUN]
+    if at == "during_parallel_tools":
+        expected.insert(0, {"q": "report"})  # lookup's result, recovered from its record
 
-    async def read() -> tuple[list[Any], ToolRun]:
+    async def read() -> tuple[list[Any], list[ToolRun]]:
+        """The heals the wrapper returns, and the runs of the session's calls in order."""
         inner = service()
         try:
             session = await HealingSessionService(inner, policy, tool_runs=ledger).get_session(
@@ -240,31 +263,33 @@ async def watch_then_kill(url: str, session_id: str, at: str, folder: Path,
                  if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)
                  for r in e.get_function_responses()]
         calls = [c for e in session.events for c in e.get_function_calls()]
-        assert len(calls) == 1, calls  # the session holds the one call the runner made
-        return heals, (await ledger.runs(key))[str(calls[0].id)]
+        assert len(calls) == len(expected), calls  # only the calls the runner made
+        runs = await ledger.runs(key)
+        return heals, [runs[str(call.id)] for call in calls]
 
     async def tool_runs_three_leases() -> None:
         reads = 0
         deadline = time.monotonic() + 3 * LEASE_SECONDS
         while time.monotonic() < deadline:
-            heals, run = await read()
+            heals, runs = await read()
             assert heals == [], f"a live call was healed after {reads} reads: {heals}"
-            assert run.state is RunState.STARTED
-            assert run_outcome(run, time.time()) is None, "the lease of a running tool ran out"
+            assert runs[-1].state is RunState.STARTED
+            assert run_outcome(runs[-1], time.time()) is None, "a running tool's lease ran out"
             reads += 1
             await asyncio.sleep(0.2)
         assert reads >= 5
+        assert [run.state for run in runs[:-1]] == [RunState.FINISHED] * (len(runs) - 1)
 
     await run_until_killed(url, session_id, at, folder, before_kill=tool_runs_three_leases)
     deadline = time.monotonic() + 60
     while True:  # the lease runs out LEASE_SECONDS after the last renewal, at most
-        heals, run = await read()
+        heals, runs = await read()
         if long_running:
             assert heals == []  # pending by design: a long-running call is never healed
-            if run_outcome(run, time.time()) is CallOutcome.MAY_HAVE_RUN:
+            if run_outcome(runs[-1], time.time()) is CallOutcome.MAY_HAVE_RUN:
                 return
         elif heals:
-            assert heals == [MAY_HAVE_RUN]
+            assert heals == expected
             return
         assert time.monotonic() < deadline, "the dead runner's lease never ran out"
         await asyncio.sleep(0.2)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import pytest
 from servers import temporary_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -105,6 +106,7 @@ async def test_a_copy_renews_from_another_thread_s_event_loop(
     assert await ledger.renew(run, run.lease_until + 3)  # the original still works
 
 
+@pytest.mark.postgres
 async def test_a_copy_connects_as_the_engine_it_was_given() -> None:
     """A ledger over an engine with its own connect arguments (a session service's): the
     copy's connections are made with them too (PostgreSQL's application_name here)."""

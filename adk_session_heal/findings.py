@@ -527,6 +527,11 @@ def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, no
 
     * lease alive (announced or started, on some host): ``in_flight``, never
       healed however old, its holder named;
+    * a call of the same call event as a call whose lease is alive, whatever
+      its own record says (or without one): ``in_flight`` too, that holder
+      named. ADK answers a call event's parallel calls in one response event,
+      stored once the last of them ends, so a sibling that finished is not
+      lost while the runner still runs the others;
     * otherwise the call is dead: ``in_flight`` becomes ``abandoned`` (no
       waiting for ``stale_after``); it carries the outcome (``not_started``,
       ``may_have_run``, ``finished_result_lost``) and, for a finished run
@@ -545,17 +550,28 @@ def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, no
     """
     if not runs:
         return findings
+    outcomes: dict[int, CallOutcome | None] = {}
+    live: dict[int, str] = {}  # call event (its index) -> the holder of a live lease in it
+    for position, call in enumerate(findings.calls):
+        run = runs.get(call.call_id) if call.call_id else None
+        if run is not None and call.status in _OPEN:
+            outcomes[position] = run_outcome(run, now, clock_skew)
+            if outcomes[position] is None:
+                live.setdefault(call.event_index, f"{run.host}/{run.pid}")
     calls: list[CallFinding] = []
     changed = False
-    for call in findings.calls:
+    for position, call in enumerate(findings.calls):
         run = runs.get(call.call_id) if call.call_id else None
-        if run is None or call.status not in _OPEN:
+        sibling = live.get(call.event_index) if call.status in _OPEN else None
+        if position not in outcomes and sibling is None:
             calls.append(call)
             continue
-        outcome = run_outcome(run, now, clock_skew)
-        if outcome is None:
-            calls.append(replace(call, status=CallStatus.IN_FLIGHT,
-                                 lease_holder=f"{run.host}/{run.pid}"))
+        outcome = outcomes.get(position)
+        if run is None or outcome is None:  # its lease, or a sibling's, is alive
+            holder = f"{run.host}/{run.pid}" if run is not None else sibling
+            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=holder))
+        elif sibling is not None:  # done, but the runner answers its event as one
+            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=sibling))
         else:
             status = CallStatus.ABANDONED if call.status is CallStatus.IN_FLIGHT else call.status
             recovered = run.result if run.state is RunState.FINISHED else None

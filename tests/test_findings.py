@@ -278,6 +278,33 @@ def test_the_tool_run_ledger_keeps_live_leases_and_ends_dead_runs_at_once() -> N
     assert {c.call_id: c.status for c in skewed.calls}[expired] is CallStatus.IN_FLIGHT
 
 
+def test_a_live_lease_keeps_its_whole_call_event_in_flight() -> None:
+    """Parallel calls: while one still holds its lease, the runner will answer them all in one
+    event, so a sibling that finished, failed or has no record is in flight too (that holder
+    named), even superseded; once no lease of the event is alive, each is decided by its own."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    slow, done, failed, unrecorded = (str(i) for i in h.calls("f", "f", "f", "f"))
+    other = h.call("f")
+    h.user("again")
+    runs = {slow: _run(slow, "started", NOW + 5), done: _run(done, "finished", NOW - 1, {"ok": 1}),
+            failed: _run(failed, "failed", NOW - 1), other: _run(other, "finished", NOW - 1)}
+    findings = classify(h.events, now=NOW)
+    assert {c.status for c in findings.calls} == {CallStatus.SUPERSEDED}
+    fixed = with_tool_runs(findings, runs, now=NOW)
+    got = {c.call_id: (c.status, c.lease_holder) for c in fixed.calls}
+    assert got == {slow: (CallStatus.IN_FLIGHT, "h/7"), done: (CallStatus.IN_FLIGHT, "h/7"),
+                   failed: (CallStatus.IN_FLIGHT, "h/7"),
+                   unrecorded: (CallStatus.IN_FLIGHT, "h/7"),
+                   other: (CallStatus.SUPERSEDED, None)}  # another call event: its own record
+    assert [c.call_id for c in fixed.dead] == [other]
+    later = with_tool_runs(findings, runs, now=NOW + 6)  # the slow call's lease ran out
+    outcomes = {c.call_id: (c.status, c.outcome) for c in later.calls}
+    assert outcomes[slow] == (CallStatus.SUPERSEDED, CallOutcome.MAY_HAVE_RUN)
+    assert outcomes[done] == (CallStatus.SUPERSEDED, CallOutcome.FINISHED_RESULT_LOST)
+    assert outcomes[unrecorded] == (CallStatus.SUPERSEDED, CallOutcome.UNKNOWN)
+
+
 def test_a_heal_answers_with_the_ledger_s_outcome_or_the_recovered_result() -> None:
     """The payload is worded by outcome; a finished run's result is the response, marked."""
     h = History(start=NOW - 100)

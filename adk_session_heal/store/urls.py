@@ -125,6 +125,9 @@ class StoreUrl:
         read_only: The URL asked for read-only access (``?mode=ro``).
         adk_sqlite_scheme: The URL was ``sqlite://`` (ADK's ``SqliteSessionService``).
         redacted: The URL with its password masked, for every message.
+        immutable: Read the SQLite file with ``immutable=1``: set by
+            :func:`~adk_session_heal.store.sqlite_recovery.readable_sqlite` for a
+            WAL file in a folder that refuses its ``-shm`` file.
     """
 
     backend: str
@@ -133,6 +136,7 @@ class StoreUrl:
     adk_sqlite_scheme: bool
     redacted: str
     _async_url: URL = field(repr=False, compare=False)
+    immutable: bool = False
 
     def __str__(self) -> str:
         return self.redacted
@@ -172,7 +176,8 @@ class StoreUrl:
         """Returns the ``file:`` URI of the SQLite file (read-only unless ``writable``)."""
         assert self.sqlite_path is not None
         mode = "rw" if writable and not self.read_only else "ro"
-        return f"{self.sqlite_path.resolve().as_uri()}?mode={mode}"
+        frozen = "&immutable=1" if self.immutable and mode == "ro" else ""
+        return f"{self.sqlite_path.resolve().as_uri()}?mode={mode}{frozen}"
 
     @property
     def redis_key_prefix(self) -> str:

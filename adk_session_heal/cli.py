@@ -1106,8 +1106,8 @@ def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: fl
         sql, now = _sql_script(store_url, "downgrade", revision)
         _print_migration("db downgrade", store_url, revision, now, sql, as_json)
         return
-    try:
-        target = migrate.resolve_revision(revision)
+    try:  # "-1" counts from the database's revision, known once connected
+        target = revision if revision[:1] in "+-" else migrate.resolve_revision(revision)
     except HealError as exc:
         raise CliError(str(exc)) from exc
     if not yes:

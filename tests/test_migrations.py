@@ -625,3 +625,53 @@ async def test_a_migration_killed_at_any_write_is_told_truly_and_a_rerun_finishe
                 assert await migrate.current(store.url) == target, context
                 assert await ours(store) == OUR_TABLES[target], context
                 assert await events_rows(store) == events, context
+
+
+async def test_db_current_notices_any_table_of_ours_missing(tmp_path: Path) -> None:
+    """With any one of our tables dropped by hand, db current says in one line that the tables
+    do not match the revision (or which step was interrupted), never just the revision."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        pristine = store.sqlite_path.read_bytes()
+        for table in sorted(OUR_TABLES["0005"] - {VERSION_TABLE}):
+            store.sqlite_path.write_bytes(pristine)
+            with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+                db.execute(f"DROP TABLE {table}")
+            assert_one_line_error(cli("db", "current", store.url), "0005", table)
+
+
+async def test_tables_changed_by_hand_are_one_line_and_downgrade_base_rebuilds(
+        tmp_path: Path) -> None:
+    """A table dropped by hand that no interrupted step explains: db current and db upgrade
+    say so in one line (the fix named), and db downgrade base then upgrade rebuild them."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            db.execute("DROP TABLE adk_session_heal_tool_runs")
+        assert_one_line_error(cli("db", "current", store.url), "do not match", "0005",
+                              "missing adk_session_heal_tool_runs", "db downgrade")
+        assert_one_line_error(cli("db", "upgrade", store.url), "do not match")
+        assert cli("db", "downgrade", store.url, "base", "--yes").exit_code == 0
+        assert await ours(store) == set()
+        assert "revision 0005" in cli("db", "upgrade", store.url).stdout
+
+
+async def test_relative_revisions_step_from_the_current_one(tmp_path: Path) -> None:
+    """-1, +1 and head-2 count from the current revision (or the one named); a step past
+    either end is one line (``--`` lets click take ``-1`` as an argument)."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert "revision 0004" in cli("db", "downgrade", "--yes", store.url, "--", "-1").stdout
+        assert "revision 0005" in cli("db", "upgrade", store.url, "--revision", "+1").stdout
+        assert "revision 0003" in cli("db", "downgrade", store.url, "head-2", "--yes").stdout
+        assert "revision 0002" in cli("db", "downgrade", store.url, "0003-1", "--yes").stdout
+        assert_one_line_error(cli("db", "downgrade", "--yes", store.url, "--", "-3"), "'-3'",
+                              "past the first revision")
+        assert_one_line_error(cli("db", "upgrade", store.url, "--revision", "+4"), "'+4'")
+        assert_one_line_error(cli("db", "upgrade", store.url, "--revision=-1"), "wrong way")
+        assert "revision 0002" in cli("db", "current", store.url).stdout

@@ -174,14 +174,15 @@ async def _run(
     parsed.sqlalchemy_url(writable=True)  # a Redis URL is refused before connecting
     # A named target is checked before connecting; a relative one ("-1") once the current
     # revision is known.
-    target = None if _RELATIVE.fullmatch(revision) else resolve_revision(revision)
+    bare = _RELATIVE.fullmatch(revision) is not None and revision[0] in "+-"
+    target = None if bare else resolve_revision(revision)
     store_url = await _checked_url(parsed, writable=True, timeout=timeout)
     engine = _migration_engine(store_url, timeout)
     where = "read the heal ledger's revision in"
     try:
         async with engine.begin() as conn:
             state = await conn.run_sync(_read_state)
-            if _RELATIVE.fullmatch(revision):
+            if bare:
                 target = _relative(revision, state.revision)
             _check_direction(action, revision, state.revision, target)
             if state.unexplained and action == "upgrade":
@@ -363,18 +364,18 @@ class _LedgerState:
     def problem(self, url: StoreUrl) -> str:
         """The one-line report of a ledger whose tables do not match its revision."""
         at = self.revision or "base"
+        differences = "; ".join(part for part in (
+            f"missing {', '.join(sorted(self.missing))}" if self.missing else "",
+            f"not expected {', '.join(sorted(self.unexpected))}" if self.unexpected else "",
+        ) if part)
         if self.toward is not None:
             to = self.toward.revision
             fix = (f"adk-session-heal db downgrade {url} {to or 'base'} --yes"
                    if _order().index(to) < _order().index(self.revision)
                    else f"adk-session-heal db upgrade {url} --revision {to}")
             return (f"the heal ledger in {url} is part-way from revision {at} to "
-                    f"{to or 'base'} (a migration step was interrupted): run `{fix}` to "
-                    "finish it")
-        differences = "; ".join(part for part in (
-            f"missing {', '.join(sorted(self.missing))}" if self.missing else "",
-            f"not expected {', '.join(sorted(self.unexpected))}" if self.unexpected else "",
-        ) if part)
+                    f"{to or 'base'} (a migration step was interrupted: {differences}): run "
+                    f"`{fix}` to finish it")
         return (f"the heal ledger's tables in {url} do not match its revision {at} "
                 f"({differences}), and no interrupted migration explains it: `adk-session-heal "
                 f"db downgrade {url} base --yes` then `db upgrade {url}` rebuilds them empty")
@@ -465,7 +466,10 @@ def resolve_revision(revision: str) -> str | None:
     """Returns the revision id ``revision`` names; connects to nothing.
 
     Args:
-        revision: ``"head"``, ``"base"``, an id or a unique prefix of one.
+        revision: ``"head"``, ``"base"``, an id or a unique prefix of one, or
+            one of those with steps up or down (``"head-2"``, ``"0003+1"``).
+            A bare ``"-1"`` counts from the database's revision: only
+            :func:`upgrade` and :func:`downgrade` resolve it.
 
     Returns:
         The id (``None`` for ``"base"``).
@@ -473,6 +477,9 @@ def resolve_revision(revision: str) -> str | None:
     Raises:
         LedgerError: No migration has that name (the message lists them).
     """
+    relative = _RELATIVE.fullmatch(revision)
+    if relative is not None and relative.group(1):
+        return _relative(revision, None)
     script = ScriptDirectory.from_config(alembic_config())
     try:
         found = script.get_revisions(revision)

@@ -586,7 +586,12 @@ async def assert_told_truly(store: Store, *, finish: bool) -> None:
         finished = cli(*command[1:])
         assert finished.exit_code == 0, finished.output
         revision = await migrate.current(store.url)
-    assert await ours(store) == OUR_TABLES[revision]
+    found = await ours(store)
+    if revision is None and store.kind == "mariadb":
+        # Alembic creates its version table first, and MariaDB commits that at once: empty,
+        # it still means base (the next db command uses it, or drops it going to base).
+        found.discard(VERSION_TABLE)
+    assert found == OUR_TABLES[revision]
 
 
 @pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])

@@ -23,6 +23,7 @@ value, and every error message uses that form.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,7 +317,19 @@ def _parse_sqlite(parsed: URL, driver: str, redacted: str) -> StoreUrl:
     read_only = query.pop("mode", None) == "ro"
     query.pop("uri", None)
     path = Path(database)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:  # a folder on the way this user may not search
+        raise UnsupportedStoreError(
+            f"cannot reach the SQLite file {str(path)!r} (from {redacted!r}): "
+            f"{exc.strerror or exc}: run as a user that may open every folder on its path"
+        ) from exc
+    if found and not os.access(path, os.R_OK):
+        raise UnsupportedStoreError(
+            f"this user may not read the SQLite file {str(path)!r} (from {redacted!r}): run as "
+            "a user that may, or give read access to it"
+        )
+    if not found:
         raise UnsupportedStoreError(
             f"no SQLite file at {str(path)!r} (from {redacted!r}): check the path; "
             "sqlite:///x.db is relative to the current directory, sqlite:////abs/x.db absolute"

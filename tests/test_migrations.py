@@ -139,7 +139,7 @@ def run_sql(store: Store, script: str) -> None:
 
 
 async def ledger_schema(store: Store) -> dict[str, Any]:
-    """Our two tables as the database describes them (columns, keys, DDL) and the version rows."""
+    """Our tables as the database describes them (columns, keys, DDL) and the version rows."""
     if store.sqlite_path is not None:
         with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             ddl = sorted((kind, name, table, " ".join((sql or "").split()))  # tabs vs spaces
@@ -247,7 +247,7 @@ async def test_downgrade_sql_prints_drops_and_writes_nothing(adk_store: Store) -
 
 async def test_downgrade_to_base_drops_only_our_tables_then_upgrade_again(
         adk_store: Store) -> None:
-    """db downgrade base --yes drops our two tables only; the heals written into sessions stay,
+    """db downgrade base --yes drops our seven tables only; the heals written into sessions stay,
     db upgrade recreates an empty ledger, and nothing is healed twice."""
     await fill(adk_store, crashed_histories())
     assert cli("db", "upgrade", adk_store.url).exit_code == 0

@@ -61,6 +61,7 @@ async def fan_out_store(tmp_path: Path) -> AsyncIterator[Store]:
         yield store
 
 
+@pytest.mark.mariadb  # fan_out_store is a MariaDB store
 def test_cli_repair_refuses_a_list_too_long_for_the_ledger(fan_out_store: Store) -> None:
     """repair exits 2 with one line naming the data error, and writes nothing."""
     before = asyncio.run(snapshot(fan_out_store))
@@ -74,6 +75,7 @@ def test_cli_repair_refuses_a_list_too_long_for_the_ledger(fan_out_store: Store)
     assert asyncio.run(snapshot(fan_out_store)) == before
 
 
+@pytest.mark.mariadb  # fan_out_store is a MariaDB store
 async def test_api_repair_raises_store_error_and_writes_nothing(fan_out_store: Store) -> None:
     """repair() raises StoreError and leaves every table as it was; --no-ledger heals."""
     before = await snapshot(fan_out_store)
@@ -83,6 +85,7 @@ async def test_api_repair_raises_store_error_and_writes_nothing(fan_out_store: S
     assert (await repair(fan_out_store.url, ledger=False)).healed == 1
 
 
+@pytest.mark.mariadb  # fan_out_store is a MariaDB store
 async def test_wrapper_raises_heal_write_error_and_writes_nothing(fan_out_store: Store) -> None:
     """The wrapper recording in that ledger raises HealWriteError when told to."""
     before = await snapshot(fan_out_store)

@@ -267,6 +267,7 @@ async def test_unknown_schema_version(tmp_path: Path) -> None:
         assert await snapshot(store) == before
 
 
+@pytest.mark.postgres
 async def test_read_only_database(tmp_path: Path) -> None:
     """Repair on a database that refuses writes exits 2 in one line; nothing is written."""
     async for store in make_store("postgres", tmp_path):

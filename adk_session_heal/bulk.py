@@ -566,9 +566,11 @@ async def scan(
         The report.
 
     Raises:
-        StoreError: The URL or database cannot be used (one-line message).
+        StoreError: The URL or database cannot be used (one-line message), or,
+            ``incremental``, refuses the write of the run's state.
     """
-    store = await open_store(url, timeout=timeout)
+    # An incremental scan records where it stopped: a store that refuses writes says so first.
+    store = await open_store(url, timeout=timeout, writable=incremental)
     try:
         async with tool_runs_of(store, timeout) as tool_runs:
             clock = time.time() if now is None else now

@@ -995,11 +995,14 @@ def _history_runs(url: str, timeout: float | None, output: str) -> None:
 def db_group() -> None:
     """Manage adk-session-heal's own tables (the heal ledger) in a session database.
 
-    Only our tables change: adk_session_heal_ledger (one row per heal written)
-    and the version table adk_session_heal_alembic_version. ADK's tables, and
-    the synthetic events already written into sessions, are never touched.
-    --sql prints the SQL for the URL's engine (SQLite, PostgreSQL, MySQL or
-    MariaDB) without connecting, for review before it runs.
+    Only our seven tables change: the heal ledger, tool runs, removals, runs,
+    watermarks and unsettled sessions (adk_session_heal_*), and the version
+    table adk_session_heal_alembic_version. ADK's tables, and the synthetic
+    events already written into sessions, are never touched. Each revision
+    step is one transaction on SQLite and PostgreSQL; on MySQL and MariaDB
+    (whose DDL commits at once) a step stopped midway is reported by
+    `db current` and finished by the next db command. --sql prints the SQL for
+    the URL's engine without connecting, for review before it runs.
     """
 
 
@@ -1080,16 +1083,18 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 @_json_flag
 def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: float | None,
                  as_json: bool) -> None:
-    """Downgrade the heal ledger to REVISION; "base" drops our two tables.
+    """Downgrade the heal ledger to REVISION; "base" drops our seven tables.
 
     URL is never read from ADK_SESSION_HEAL_URL here: a command that drops
     tables names its database.
 
-    Only our tables change: base drops adk_session_heal_ledger (the record of
-    past heals, lost) and the version table adk_session_heal_alembic_version.
-    The synthetic events already written into sessions stay, and `repair`
-    never heals a call twice (their ids are deterministic); `db upgrade`
-    recreates an empty ledger.
+    Only our tables change, and each step drops only what its revision added:
+    base drops all seven, the version table included (the ledgers' records
+    are lost). Going below 0004 drops the runs and each row's run id; a heal
+    recorded by several runs (written, undone, written again) keeps its newest
+    row only, since 0003 holds one row per heal. The synthetic events already
+    written into sessions stay, and `repair` never heals a call twice (their
+    ids are deterministic); `db upgrade` recreates empty tables.
 
     With --sql, the SQL from the newest revision down to REVISION (or FROM:TO).
 
@@ -1101,8 +1106,8 @@ def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: fl
         sql, now = _sql_script(store_url, "downgrade", revision)
         _print_migration("db downgrade", store_url, revision, now, sql, as_json)
         return
-    try:
-        target = migrate.resolve_revision(revision)
+    try:  # "-1" counts from the database's revision, known once connected
+        target = revision if revision[:1] in "+-" else migrate.resolve_revision(revision)
     except HealError as exc:
         raise CliError(str(exc)) from exc
     if not yes:

@@ -267,6 +267,7 @@ async def test_unknown_schema_version(tmp_path: Path) -> None:
         assert await snapshot(store) == before
 
 
+@pytest.mark.postgres
 async def test_read_only_database(tmp_path: Path) -> None:
     """Repair on a database that refuses writes exits 2 in one line; nothing is written."""
     async for store in make_store("postgres", tmp_path):
@@ -683,3 +684,64 @@ def test_help_loads_no_adk_rich_alembic_or_sqlalchemy(command: list[str]) -> Non
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == "[]"
     assert "Usage:" in ran.stdout
+
+
+# ---- environment errors in one true line (issue 28, point 7) ----
+
+_HIDE_DRIVERS = '''
+import os, sys
+
+_HIDDEN = frozenset(os.environ["ADK_HEAL_TEST_UNINSTALLED"].split(","))
+
+
+class _Uninstalled:
+    """Finds nothing for the hidden packages, as when they were never installed."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in _HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Uninstalled())
+'''
+"""A ``sitecustomize`` that makes packages unimportable in a child Python, as in an install
+without them (the base install has none of the server drivers)."""
+
+
+def without_packages(tmp_path: Path, *packages: str) -> dict[str, str]:
+    """Returns a child's environment in which ``packages`` cannot be imported, checked for
+    real: importing each in that environment fails with ModuleNotFoundError."""
+    (tmp_path / "sitecustomize.py").write_text(_HIDE_DRIVERS)
+    env = {**os.environ, "ADK_HEAL_TEST_UNINSTALLED": ",".join(packages),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path),
+                                                       os.environ.get("PYTHONPATH")]))}
+    env.pop(URL_ENV, None)
+    for package in packages:
+        probe = subprocess.run([sys.executable, "-c", f"import {package}"], env=env,
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert "ModuleNotFoundError" in probe.stderr, probe.stderr
+    return env
+
+
+@pytest.mark.parametrize(("url", "driver", "extra"), [
+    ("postgresql+asyncpg://postgres:hunter2@127.0.0.1:5432/postgres", "asyncpg", "postgres"),
+    ("mysql+aiomysql://root:hunter2@127.0.0.1:3306/mysql", "aiomysql", "mysql"),
+    ("mariadb+asyncmy://root:hunter2@127.0.0.1:3306/mysql", "asyncmy", "mysql"),
+    ("redis://:hunter2@127.0.0.1:6379/0", "redis", "redis"),
+], ids=["asyncpg", "aiomysql", "asyncmy", "redis"])
+@pytest.mark.parametrize("command", [["scan"], ["repair", "--yes"], ["db", "current"]],
+                         ids=" ".join)
+def test_a_driver_not_installed_names_the_extra_to_install(
+        url: str, driver: str, extra: str, command: list[str], tmp_path: Path) -> None:
+    """Without a URL's driver (as in a base install), every command says in one line which
+    extra installs it, exit 2, password masked: the same rule for every driver."""
+    env = without_packages(tmp_path, driver)
+    child = subprocess.run([sys.executable, "-m", "adk_session_heal", *command, url], env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert child.returncode == 2, child.stdout + child.stderr
+    line = child.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    assert f"needs the {driver} driver" in line and f"adk-session-heal[{extra}]" in line, line
+    assert "hunter2" not in child.stdout + child.stderr

@@ -52,7 +52,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..errors import LedgerError
+from ..errors import LedgerError, StoreError
 from ..heal_record import HealRecord
 from ..incremental import Watermark, scope_id
 from ..runs import RepairRun, run_from_row, run_row, undone_run, with_counts
@@ -229,11 +229,14 @@ class SqlHealLedger:
         except SQLAlchemyError as exc:
             raise await self._failure(exc, REMOVALS_REVISIONS, "removals") from exc
 
-    async def _failure(self, exc: Exception, revisions: frozenset[str], what: str) -> LedgerError:
+    async def _failure(self, exc: Exception, revisions: frozenset[str],
+                       what: str) -> LedgerError | StoreError:
         """The one-line error of a failed record: the table is missing, or what failed."""
         revision = await self.revision()
         if revision not in revisions:
             return LedgerError(missing_ledger_message(self._where(), revision), missing=True)
+        if self._url is not None:  # the driver's own words (a read-only file, say)
+            return translate_error(exc, self._url, f"record {what} in")
         return LedgerError(f"cannot record {what} in {self._where()}: {type(exc).__name__}")
 
     async def removals(self, *, session_id: str | None = None) -> list[Removal]:

@@ -38,6 +38,7 @@ from stores import (
     make_store,
     snapshot,
     table_names,
+    unhealable_histories,
 )
 
 from adk_session_heal import demo
@@ -302,6 +303,22 @@ async def test_scan_filters_and_older_than(tmp_path: Path) -> None:
         patient = json.loads(cli("scan", store.url, "--older-than", "520w", "--json").stdout)
         assert {c["status"] for c in patient["dead_calls"]} == {"superseded"}
         assert cli("scan", store.url, "--older-than", "soon").exit_code == 2
+
+
+async def test_scan_prints_the_calls_a_heal_would_make_worse_with_why(tmp_path: Path) -> None:
+    """scan lists nameless, id-sharing and out-of-turn dead calls in their own table, saying
+    why they are never healed, and counts them in the summary line."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, unhealable_histories())
+        result = cli("scan", store.url, "--format", "table")
+        assert result.exit_code == 1, result.output  # the plain dead call needs healing
+        assert "Unanswered calls a heal would make worse (never healed)" in result.stdout
+        assert "4 unanswered calls never healed (a heal would break ADK's request)" in (
+            result.stdout.replace("\n", " "))
+        document = json.loads(cli("scan", store.url, "--json").stdout)
+        assert sorted(c["status"] for c in document["unhealable_calls"]) == [
+            "malformed", "malformed", "malformed", "out_of_turn"]
+        assert document["counts"]["unhealable_calls"] == 4
 
 
 async def test_history_without_ledger_and_db_current(tmp_path: Path) -> None:

@@ -29,6 +29,10 @@ missing or broken), installs this checkout into it, and runs, per version:
   reused ids, text between calls, ...), each followed by the user's next
   message: healing never makes the request that ADK builds worse for any
   provider's validator (``odd_check.py``);
+* ``sorted``: a ``DatabaseSessionService`` subclass written through its own
+  ``append_event`` (as an encrypting store is): a real ``Runner`` turn heals as
+  it reads, the heal is stored right after its call, before the later turns,
+  and the runner appends on (``sorted_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -103,7 +107,7 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper", "incremental")
-VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted")
 
 
 class StepFailed(Exception):
@@ -327,6 +331,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("late", lambda: run_step("late", [env.python, str(HERE / "late_check.py")])),
         ("rerun", lambda: run_step("rerun", [env.python, str(HERE / "rerun_check.py")])),
         ("odd", lambda: run_step("odd", [env.python, str(HERE / "odd_check.py")])),
+        ("sorted", lambda: run_step("sorted", [env.python, str(HERE / "sorted_check.py")])),
     ]
     try:
         ensure_venv(env)
@@ -337,7 +342,7 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name in ("api", "order", "late", "rerun", "odd") and not env.usable:
+        if name in ("api", "order", "late", "rerun", "odd", "sorted") and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:

@@ -52,7 +52,7 @@ from ..findings import HEALABLE, CallStatus, classify
 from ..healing import SessionHeals
 from .base import Layout, SessionStore, WriteOutcome, WriteResult, checked, discount_planned
 
-__all__ = ["AppendStore", "reads_in_time_order"]
+__all__ = ["AppendStore"]
 
 _UNANSWERED = HEALABLE | {CallStatus.IN_FLIGHT}
 """Statuses of a call that nothing answers (whatever its age)."""
@@ -81,7 +81,7 @@ def _microsecond_after(timestamp: float) -> float:
     return (math.floor(timestamp * 1_000_000) + 2) / 1_000_000
 
 
-def reads_in_time_order(service: BaseSessionService) -> bool:
+def _reads_in_time_order(service: BaseSessionService) -> bool:
     """Whether ``service`` reads a session's events back sorted by timestamp.
 
     True for ADK's ``DatabaseSessionService`` and ``SqliteSessionService`` and
@@ -113,7 +113,7 @@ class AppendStore(SessionStore):
     def __init__(self, service: BaseSessionService, session: Session) -> None:
         self._service = service
         self._session = session
-        self._in_time_order = reads_in_time_order(service)
+        self._in_time_order = _reads_in_time_order(service)
 
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
@@ -166,7 +166,7 @@ class AppendStore(SessionStore):
         places them; left last when the anchor is not in the session object.
         """
         events = self._session.events
-        if not events or events[-1] is not stored:
+        if not events or events[-1].id != stored.id:
             return
         anchor = next((i for i, e in enumerate(events) if e.id == anchor_event_id), None)
         if anchor is None:

@@ -469,7 +469,8 @@ def test_formats_carry_the_same_records(filled: Store) -> None:
     assert summary["kind"] == "summary" and "dead_calls" not in summary
     assert summary["counts"] == document["counts"] == {
         "dead_calls": 4, "in_flight_calls": 0, "pending_calls": 1, "id_less_calls": 1,
-        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0}
+        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0,
+        "unhealable_calls": 0}
     for kind, key in (("dead_call", "dead_calls"), ("pending_call", "pending_calls"),
                       ("orphaned_response", "orphaned_responses")):
         listed = [{k: v for k, v in r.items() if k not in ("kind", "version", "age_seconds")}

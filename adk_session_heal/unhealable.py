@@ -45,10 +45,13 @@ user turn.
 Unhealed, such calls cost the ADK 2.10+ request nothing (it leaves them out).
 ADK 1.x and 2.0-2.9 keep every call in the request: there the provider that
 refuses such a call refuses the request healed or not, and ADK's LiteLlm
-adapter (1.22+) sends a placeholder result for each unanswered call, so a heal
-would not make it work either. Leaving them alone makes no reader's request
-worse; the request-side repairer (:mod:`adk_session_heal.request_repair`) can
-still drop them from one request. ``tests/adk_matrix/odd_histories.py`` checks
+adapter (1.22+) sends a placeholder result for each unanswered call. A heal
+would help there only a native model the call does not trouble (Gemini for
+an id repeated in one event, Anthropic for a call out of Gemini's turn
+order), at the price of breaking the request ADK 2.10+ sends; leaving the
+calls alone makes no reader's request worse. The request-side repairer
+(:mod:`adk_session_heal.request_repair`) can still drop them from one
+request. ``tests/adk_matrix/odd_histories.py`` checks
 this against each ADK's own request builder. The module is pure.
 """
 

@@ -48,8 +48,10 @@ refuses such a call refuses the request healed or not, and ADK's LiteLlm
 adapter (1.22+) sends a placeholder result for each unanswered call. A heal
 would help there only a native model the call does not trouble (Gemini for
 an id repeated in one event, Anthropic for a call out of Gemini's turn
-order), at the price of breaking the request ADK 2.10+ sends; leaving the
-calls alone makes no reader's request worse. The request-side repairer
+order; for an id two call events share, also on ADK 2.10+, which sends it
+when another call of that id is answered), at the price of breaking a
+request another reader sends; leaving the calls alone makes no reader's
+request worse. The request-side repairer
 (:mod:`adk_session_heal.request_repair`) can still drop them from one
 request. ``tests/adk_matrix/odd_histories.py`` checks
 this against each ADK's own request builder. The module is pure.

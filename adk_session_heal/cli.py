@@ -512,6 +512,9 @@ def _print_scan_tables(console: Console, report: ScanReport) -> None:
     if report.id_less_calls:
         console.print(_calls_table("Calls without an id (never healed)", report.id_less_calls,
                                    report))
+    if report.unhealable_calls:
+        console.print(_calls_table("Unanswered calls a heal would make worse (never healed)",
+                                   report.unhealable_calls, report, why=True))
     if report.orphaned_responses:
         table = _table("Orphaned responses (never healed)",
                        ("session (app/user/id)", "event", "call id", "tool"))

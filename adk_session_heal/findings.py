@@ -4,32 +4,46 @@
 returns them) and gives every function-call occurrence one
 :class:`CallStatus`:
 
-=============  ================================================================
-``answered``   a response belongs to it (ADK's attribution rule, see
-               :mod:`adk_session_heal.pairing`).
-``superseded`` unanswered, and a later event belongs to another invocation. In
-               ADK a new invocation on a session means the old one is over, so
-               the call is dead for sure (ADK's compaction reasons the same way
-               in ``_provably_dead_call_ids``).
-``stale``      unanswered, in the newest invocation, older than ``stale_after``
-               plus ``clock_skew`` (the call's time is its writer's clock, the
-               age is read on ours).
-``in_flight``  unanswered, in the newest invocation, younger than that (or no
-               age given, or stamped in our future). May still be running:
-               never healed.
-``pending``    a long-running call (``long_running_tool_ids``), a tool awaiting
-               confirmation or credentials, or one of ADK's client function
-               calls (``adk_request_*``). Legitimately unanswered: never healed.
-``id_less``    the call has no id, so no response can be tied to it reliably.
-               Reported, never healed (ADK leaves them alone too).
-``rewound``    the call sits in a stretch of history a rewind annulled. ADK
-               never shows it to a model; a response written now would become
-               an orphan. Reported, never healed.
-``abandoned``  only with the tool-run ledger (:func:`with_tool_runs`): an
-               ``in_flight`` call whose record shows nobody runs it (its lease
-               expired, or it ended without its response reaching the
-               session). Dead at once, whatever its age.
-=============  ================================================================
+===============  ================================================================
+``answered``     a response belongs to it (ADK's attribution rule, see
+                 :mod:`adk_session_heal.pairing`).
+``superseded``   unanswered, and a later event belongs to another invocation. In
+                 ADK a new invocation on a session means the old one is over, so
+                 the call is dead for sure (ADK's compaction reasons the same way
+                 in ``_provably_dead_call_ids``).
+``stale``        unanswered, in the newest invocation, older than ``stale_after``
+                 plus ``clock_skew`` (the call's time is its writer's clock, the
+                 age is read on ours).
+``in_flight``    unanswered, in the newest invocation, younger than that (or no
+                 age given, or stamped in our future). May still be running:
+                 never healed.
+``pending``      a long-running call (``long_running_tool_ids``), a tool awaiting
+                 confirmation or credentials, or one of ADK's client function
+                 calls (``adk_request_*``). Legitimately unanswered: never healed.
+``id_less``      the call has no id, so no response can be tied to it reliably.
+                 Reported, never healed (ADK leaves them alone too).
+``malformed``    unanswered, and a heal would break the request some ADK builds:
+                 its name is empty (LiteLlm refuses it), another call of its
+                 event carries its id (OpenAI and Anthropic refuse the pair
+                 answered), its event shares an id with another call event
+                 and one of the two holds several calls (ADK 1.x would send
+                 the heal after both), or its id is another malformed call's.
+                 ADK 2.10+ leaves such calls out of the request while
+                 unanswered. Reported, never healed (see
+                 :mod:`~adk_session_heal.unhealable`).
+``out_of_turn``  unanswered, and Gemini refuses its turn where it stands (the
+                 content ADK's request would show before it is a turn of its
+                 own agent); ADK 2.10+ leaves it out of the request while
+                 unanswered, and an answer would bring it back. Reported,
+                 never healed (see :mod:`~adk_session_heal.unhealable`).
+``rewound``      the call sits in a stretch of history a rewind annulled. ADK
+                 never shows it to a model; a response written now would become
+                 an orphan. Reported, never healed.
+``abandoned``    only with the tool-run ledger (:func:`with_tool_runs`): an
+                 ``in_flight`` call whose record shows nobody runs it (its lease
+                 expired, or it ended without its response reaching the
+                 session). Dead at once, whatever its age.
+===============  ================================================================
 
 Responses whose call is missing are reported as orphaned; calls answered more
 than once (other than a long-running call's progress updates) are reported as
@@ -88,6 +102,8 @@ class CallStatus(str, enum.Enum):
     IN_FLIGHT = "in_flight"
     PENDING = "pending"
     ID_LESS = "id_less"
+    MALFORMED = "malformed"
+    OUT_OF_TURN = "out_of_turn"
     REWOUND = "rewound"
     ABANDONED = "abandoned"
 
@@ -474,6 +490,11 @@ def _call_findings(
                 answered_by_heal=answered_by_heal,
             )
         )
+
+    if maybe_dead:
+        from .unhealable import judge_unhealable  # it reads this module's statuses
+
+        calls = judge_unhealable(events, access, occurrences, calls, steps, live)
 
     if live is not None:
         calls.extend(_rewound_calls(events, access, live))

@@ -38,6 +38,7 @@ from stores import (
     make_store,
     snapshot,
     table_names,
+    unhealable_histories,
 )
 
 from adk_session_heal import demo
@@ -305,6 +306,22 @@ async def test_scan_filters_and_older_than(tmp_path: Path) -> None:
         assert cli("scan", store.url, "--older-than", "soon").exit_code == 2
 
 
+async def test_scan_prints_the_calls_a_heal_would_make_worse_with_why(tmp_path: Path) -> None:
+    """scan lists nameless, id-sharing and out-of-turn dead calls in their own table, saying
+    why they are never healed, and counts them in the summary line."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, unhealable_histories())
+        result = cli("scan", store.url, "--format", "table")
+        assert result.exit_code == 1, result.output  # the plain dead call needs healing
+        assert "Unanswered calls a heal would make worse (never healed)" in result.stdout
+        assert "4 unanswered calls never healed (a heal would break ADK's request)" in (
+            result.stdout.replace("\n", " "))
+        document = json.loads(cli("scan", store.url, "--json").stdout)
+        assert sorted(c["status"] for c in document["unhealable_calls"]) == [
+            "malformed", "malformed", "malformed", "out_of_turn"]
+        assert document["counts"]["unhealable_calls"] == 4
+
+
 async def test_history_without_ledger_and_db_current(tmp_path: Path) -> None:
     """history says how to install the ledger; db current reports none, then the head."""
     async for store in make_store("adk_sqlite", tmp_path):
@@ -453,7 +470,8 @@ def test_formats_carry_the_same_records(filled: Store) -> None:
     assert summary["kind"] == "summary" and "dead_calls" not in summary
     assert summary["counts"] == document["counts"] == {
         "dead_calls": 4, "in_flight_calls": 0, "pending_calls": 1, "id_less_calls": 1,
-        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0}
+        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0,
+        "unhealable_calls": 0}
     for kind, key in (("dead_call", "dead_calls"), ("pending_call", "pending_calls"),
                       ("orphaned_response", "orphaned_responses")):
         listed = [{k: v for k, v in r.items() if k not in ("kind", "version", "age_seconds")}

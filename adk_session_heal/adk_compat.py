@@ -21,6 +21,16 @@ What differs, and what this module answers for the rest of the package:
   that invocation as closed and never replays a sealed call. A heal carries the
   same code, so a crashed invocation is closed the same way; earlier versions
   ignore the code on an event that has content.
+* **ADK's function-call handler.** A dead call run again
+  (:mod:`~adk_session_heal.rerun_plugin`) goes through the handler ADK runs a
+  model's calls with, ``handle_function_calls_async`` and
+  ``merge_parallel_function_response_events`` of
+  ``google.adk.flows.llm_flows.functions`` (its own module in 1.x, a
+  compatibility shim over ``flows/llm_flows/tools/`` from 2.x: same names and
+  signature in every supported version), so every plugin's and the agent's
+  tool callbacks run as for a live call. :func:`run_function_calls` and
+  :func:`merge_function_responses` are the only places this package reaches
+  into it.
 * **Timestamp columns.** ``DatabaseSessionService`` up to 2.6 stores
   ``events.timestamp`` as naive *local* time (``datetime.fromtimestamp``) and
   reads it back the same way; 2.7 and later store naive UTC. Writers place a
@@ -38,7 +48,7 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -49,7 +59,9 @@ __all__ = [
     "STORES_LOCAL_TIME",
     "SUPPORTED_ADK",
     "column_to_timestamp",
+    "merge_function_responses",
     "readable_event_data",
+    "run_function_calls",
     "timestamp_to_column",
 ]
 
@@ -79,6 +91,10 @@ def _event_fields() -> frozenset[str]:
 
 
 if TYPE_CHECKING:  # module attributes computed on first access, by __getattr__ below
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.events.event import Event
+    from google.adk.tools.base_tool import BaseTool
+
     ADK_VERSION: tuple[int, int, int]
     """The installed google-adk as ``(major, minor, patch)``."""
     EVENT_FIELDS: frozenset[str]
@@ -149,3 +165,43 @@ def column_to_timestamp(value: datetime.datetime) -> float:
     if value.tzinfo is not None or _stores_local_time():
         return value.timestamp()
     return value.replace(tzinfo=datetime.UTC).timestamp()
+
+
+async def run_function_calls(context: InvocationContext, call_event: Event,
+                             tools: Mapping[str, BaseTool]) -> Event | None:
+    """Runs the calls of ``call_event`` through ADK's own function-call handler.
+
+    ``handle_function_calls_async``, as ADK's flow runs a model's calls: every
+    plugin's ``before_tool_callback``, then the agent's (a dict returned
+    answers the call and the tool does not run; arguments rewritten in place
+    are what the tool gets), the tool, ``on_tool_error_callback`` if it
+    raises, every plugin's and the agent's ``after_tool_callback`` (a dict
+    returned replaces the result), then the response event built from it.
+
+    Args:
+        context: The invocation context; its ``agent`` is the agent whose
+            callbacks run (the one that made the calls).
+        call_event: The event holding the calls, all of which run.
+        tools: The agent's tools by name.
+
+    Returns:
+        The merged function response event, or ``None`` when no call gives a
+        response (a long-running tool that returned nothing).
+
+    Raises:
+        Exception: What a tool raised when no error callback answered it.
+    """
+    from google.adk.flows.llm_flows import functions
+
+    return await functions.handle_function_calls_async(context, call_event, dict(tools))
+
+
+def merge_function_responses(events: Sequence[Event]) -> Event:
+    """Merges response events of parallel calls into one, as ADK's handler does.
+
+    Args:
+        events: At least one function response event.
+    """
+    from google.adk.flows.llm_flows import functions
+
+    return functions.merge_parallel_function_response_events(list(events))

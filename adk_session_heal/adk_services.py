@@ -173,6 +173,13 @@ def healing_session_service_from_uri(
         )
     except (ValueError, TypeError, ImportError) as exc:  # ADK's (and SQLAlchemy's) refusals
         password, redacted = checked or _checked_syntax(inner_uri)
+        # A driver not installed (ADK re-raises the import's error as ValueError): its extra.
+        cause = exc if isinstance(exc, ModuleNotFoundError) else exc.__cause__
+        if isinstance(cause, ModuleNotFoundError):
+            from .store.driver_errors import missing_driver_error
+
+            if (missing := missing_driver_error(cause, redacted)) is not None:
+                raise missing from exc
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if password:
             detail = detail.replace(password, "***")

@@ -263,7 +263,7 @@ async def _changes(
         scope = scope_of(where)
         newest = await store.newest_update(where)
         if (revision := await store.ledger_revision()) not in INCREMENTAL_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision))
+            raise LedgerError(missing_ledger_message(store, revision), missing=True)
         assert store.url is not None
         ledger = SqlHealLedger.from_url(store.url, engine=store.server_engine())
         try:
@@ -438,7 +438,7 @@ async def _check_ledger(store: SessionStore) -> None:
     """Raises unless the ledger records runs (revision ``0004``): a repair is a run."""
     revision = await store.ledger_revision()
     if revision not in RUNS_REVISIONS:
-        raise LedgerError(missing_ledger_message(store, revision))
+        raise LedgerError(missing_ledger_message(store, revision), missing=True)
 
 
 async def _apply(
@@ -452,7 +452,7 @@ async def _apply(
     superseded = plan.scan.superseded_heals
     if ledger and superseded and (
             revision := await store.ledger_revision()) not in REMOVALS_REVISIONS:
-        raise LedgerError(missing_ledger_message(store, revision))
+        raise LedgerError(missing_ledger_message(store, revision), missing=True)
     entries: list[HealEntry] = []
     written_by_reason: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
@@ -566,9 +566,11 @@ async def scan(
         The report.
 
     Raises:
-        StoreError: The URL or database cannot be used (one-line message).
+        StoreError: The URL or database cannot be used (one-line message), or,
+            ``incremental``, refuses the write of the run's state.
     """
-    store = await open_store(url, timeout=timeout)
+    # An incremental scan records where it stopped: a store that refuses writes says so first.
+    store = await open_store(url, timeout=timeout, writable=incremental)
     try:
         async with tool_runs_of(store, timeout) as tool_runs:
             clock = time.time() if now is None else now

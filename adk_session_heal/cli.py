@@ -39,6 +39,7 @@ import itertools
 import json
 import logging
 import re
+import shlex
 import sys
 import time
 import traceback
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 import click
 
 from .collector import fewer_collections
-from .errors import HealError
+from .errors import HealError, LedgerError
 from .json_version import JSON_FORMAT
 from .policy import HealPolicy
 
@@ -116,6 +117,10 @@ class _Cli(click.Group):
         except HealError as exc:
             if ctx.meta.get(_DEBUG):
                 traceback.print_exc(file=sys.stderr)
+            hint = ctx.meta.get(_WITHOUT_LEDGER)
+            if isinstance(exc, LedgerError) and exc.missing and hint:
+                raise CliError(f"{exc} (or pass --no-ledger to {hint} without an audit "
+                               "trail)") from exc
             raise CliError(str(exc)) from exc
         except Exception as exc:
             if ctx.meta.get(_DEBUG):
@@ -130,6 +135,13 @@ _LINES_PER_WRITE = 1_000
 
 _DEBUG = "adk_session_heal.debug"
 """``ctx.meta`` key: ``--debug`` was given (before or after the command name)."""
+
+_TYPED = "adk_session_heal.typed"
+"""``ctx.meta`` key: options' text as typed, by parameter name (see :func:`_as_typed`)."""
+
+_WITHOUT_LEDGER = "adk_session_heal.without_ledger"
+"""``ctx.meta`` key: what the command does without the ledger under ``--no-ledger``
+(``"repair"``), named in the hint of a missing-ledger error; unset where it has no such flag."""
 
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -172,7 +184,14 @@ def parse_duration(text: str) -> float:
     return sum(float(m.group(1)) * _UNITS[m.group(2)] for m in matches)
 
 
-def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+def _as_typed(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Keeps an option's text as typed, for a hint that repeats it (:func:`_selection_in_hint`)."""
+    if param.name is not None and value is not None:
+        ctx.meta.setdefault(_TYPED, {})[param.name] = value
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    _as_typed(ctx, param, value)
     try:
         return parse_duration(value)
     except ValueError as exc:
@@ -215,6 +234,32 @@ def _url_in_hint(url: str) -> str:
     return "" if source is click.core.ParameterSource.ENVIRONMENT else f" {redact_url(url)}"
 
 
+def _selection_in_hint() -> str:
+    """Returns the options choosing sessions and ages given on the command line, as typed.
+
+    For a hint naming the next command (``scan`` -> ``repair``), so it works on
+    the same sessions with the same ages: ``--app``, ``--user``, ``--session``,
+    ``--shard``, ``--since``, ``--older-than``, ``--clock-skew``, ``--timeout``.
+    ``--incremental`` is left out: the scan has moved the scope's watermark, so
+    a repair with it would read only what changed after the scan.
+    """
+    ctx = click.get_current_context()
+    typed = ctx.meta.get(_TYPED, {})
+    words: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if name not in _SELECTION or ctx.get_parameter_source(name) is not (
+                click.core.ParameterSource.COMMANDLINE):
+            continue
+        words += [param.opts[0], shlex.quote(str(typed.get(name, ctx.params[name])))]
+    return "".join(f" {word}" for word in words)
+
+
+_SELECTION = frozenset({"app_name", "user_id", "session_id", "shard", "since", "older_than",
+                        "clock_skew", "timeout"})
+"""The options :func:`_selection_in_hint` repeats."""
+
+
 def _filters(command: F) -> F:
     for option in reversed((
         click.option("--app", "app_name", help="Only this app's sessions."),
@@ -225,16 +270,18 @@ def _filters(command: F) -> F:
     return command
 
 
-def _shard(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Shard | None:
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Shard | None:
     from .shards import Shard
+    _as_typed(ctx, param, value)
     try:
         return None if value is None else Shard.parse(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 
-def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     from .incremental import parse_since
+    _as_typed(ctx, param, value)
     try:
         return None if value is None else parse_since(value, time.time())
     except ValueError as exc:
@@ -465,6 +512,9 @@ def _print_scan_tables(console: Console, report: ScanReport) -> None:
     if report.id_less_calls:
         console.print(_calls_table("Calls without an id (never healed)", report.id_less_calls,
                                    report))
+    if report.unhealable_calls:
+        console.print(_calls_table("Unanswered calls a heal would make worse (never healed)",
+                                   report.unhealable_calls, report, why=True))
     if report.orphaned_responses:
         table = _table("Orphaned responses (never healed)",
                        ("session (app/user/id)", "event", "call id", "tool"))
@@ -473,7 +523,8 @@ def _print_scan_tables(console: Console, report: ScanReport) -> None:
                           r.call_id or "(none)", r.tool_name)
         console.print(table)
     if report.damaged_rows:
-        table = _table(f"Damaged rows: {report.damaged_sessions} sessions skipped whole "
+        from .scan_report import counted
+        table = _table(f"Damaged rows: {counted(report.damaged_sessions, 'session')} skipped whole "
                        "(never healed)", ("session (app/user/id)", "event", "problem"))
         for d in report.damaged_rows:
             table.add_row(f"{d.app_name}/{d.user_id}/{d.session_id}", d.event_id or "(unknown)",
@@ -591,7 +642,8 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
             _print_lines(output, report.records(), report.summary_json(), SCAN_COLUMNS)
         _note(output, report.summary_line())
     if report.needs_healing:
-        _note(output, f"Run `adk-session-heal repair{_url_in_hint(url)}` to heal them "
+        _note(output, f"Run `adk-session-heal repair{_url_in_hint(url)}{_selection_in_hint()}` "
+              "to heal them "
               "(--dry-run shows what it would write).")
     sys.exit(EXIT_NEEDS_HEALING if report.needs_healing
              else EXIT_SKIPPED if report.damaged_rows else 0)
@@ -634,7 +686,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
     from .bulk import apply_plan, check_repairable, plan_repair
-    from .scan_report import REPAIR_COLUMNS, RepairReport
+    from .scan_report import REPAIR_COLUMNS, RepairReport, counted
     from .store import SessionFilter
     where = SessionFilter(app_name, user_id, session_id, shard)
     policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
@@ -650,6 +702,7 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
               output=output)
         return
     _changed_only(where, since, incremental)
+    click.get_current_context().meta[_WITHOUT_LEDGER] = "repair"
     if not dry_run:
         _run(check_repairable(url, ledger=not no_ledger, timeout=timeout))
     with _progress(output) as progress:
@@ -664,8 +717,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
         if not yes and (plan.heals or superseded):
             _print_repair_tables(_console(stderr=True), RepairReport.dry(plan.scan, plan.heals),
                                  preview=True)
-            taking = f" and take back {superseded} superseded heals" if superseded else ""
-            click.confirm(f"Write these {len(plan.heals)} synthetic events{taking} into "
+            taking = (f" and take back {counted(superseded, 'superseded heal')}"
+                      if superseded else "")
+            click.confirm(f"Write {counted(len(plan.heals), 'synthetic event')}{taking} into "
                           f"{plan.url}?", abort=True, err=True)
         with _progress(output) as progress:
             on_heal: Callable[[HealRecord], object] | None = None
@@ -693,13 +747,14 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
 def _undo(url: str, run_id: str, *, dry_run: bool, yes: bool, batch_size: int,
           timeout: float | None, output: str) -> None:
     """``repair --undo``: shows the plan, asks (on a terminal, without --yes), undoes, prints."""
+    from .scan_report import counted
     from .store.base import RemoveOutcome
     from .undo import UNDO_COLUMNS, undo
     if not dry_run and not yes:
         preview = _run(undo(url, run_id, dry_run=True, timeout=timeout))
         click.echo(preview.summary_line(), err=True)
         if preview.removals:
-            click.confirm(f"Take these {len(preview.removals)} heals of run {run_id} out of "
+            click.confirm(f"Take {counted(len(preview.removals), 'heal')} of run {run_id} out of "
                           f"{preview.url}?", abort=True, err=True)
     report = _run(undo(url, run_id, dry_run=dry_run, batch_size=batch_size, timeout=timeout))
     if output == "table":
@@ -784,7 +839,9 @@ def review_list_command(url: str, app_name: str | None, user_id: str | None,
         _note(output, report.summary_line())
     if report.calls:
         _note(output, "Check each in the real system, then record what happened: "
-              "`adk-session-heal review resolve CALL_ID --result JSON` (or --failed TEXT).")
+              f"`adk-session-heal review resolve CALL_ID{_url_in_hint(url)} --result JSON` "
+              "(or --failed TEXT instead of --result JSON; add --session ID where a call id "
+              "is listed in several sessions).")
 
 
 def _age(seconds: float) -> str:
@@ -832,6 +889,7 @@ def review_resolve_command(call_id: str, url: str, app_name: str | None, user_id
             raise CliError("review resolve writes to the database: pass --yes to confirm")
         click.confirm(f"Write {json.dumps(response)} as the response of call {call_id}?",
                       abort=True, err=True)
+    click.get_current_context().meta[_WITHOUT_LEDGER] = "resolve it"
     report = _run(resolve(url, call_id, response,
                           where=SessionFilter(app_name, user_id, session_id), by=by,
                           ledger=not no_ledger, timeout=timeout))
@@ -944,11 +1002,14 @@ def _history_runs(url: str, timeout: float | None, output: str) -> None:
 def db_group() -> None:
     """Manage adk-session-heal's own tables (the heal ledger) in a session database.
 
-    Only our tables change: adk_session_heal_ledger (one row per heal written)
-    and the version table adk_session_heal_alembic_version. ADK's tables, and
-    the synthetic events already written into sessions, are never touched.
-    --sql prints the SQL for the URL's engine (SQLite, PostgreSQL, MySQL or
-    MariaDB) without connecting, for review before it runs.
+    Only our seven tables change: the heal ledger, tool runs, removals, runs,
+    watermarks and unsettled sessions (adk_session_heal_*), and the version
+    table adk_session_heal_alembic_version. ADK's tables, and the synthetic
+    events already written into sessions, are never touched. Each revision
+    step is one transaction on SQLite and PostgreSQL; on MySQL and MariaDB
+    (whose DDL commits at once) a step stopped midway is reported by
+    `db current` and finished by the next db command. --sql prints the SQL for
+    the URL's engine without connecting, for review before it runs.
     """
 
 
@@ -1029,16 +1090,18 @@ def db_upgrade(url: str, revision: str, sql_only: bool, timeout: float | None,
 @_json_flag
 def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: float | None,
                  as_json: bool) -> None:
-    """Downgrade the heal ledger to REVISION; "base" drops our two tables.
+    """Downgrade the heal ledger to REVISION; "base" drops our seven tables.
 
     URL is never read from ADK_SESSION_HEAL_URL here: a command that drops
     tables names its database.
 
-    Only our tables change: base drops adk_session_heal_ledger (the record of
-    past heals, lost) and the version table adk_session_heal_alembic_version.
-    The synthetic events already written into sessions stay, and `repair`
-    never heals a call twice (their ids are deterministic); `db upgrade`
-    recreates an empty ledger.
+    Only our tables change, and each step drops only what its revision added:
+    base drops all seven, the version table included (the ledgers' records
+    are lost). Going below 0004 drops the runs and each row's run id; a heal
+    recorded by several runs (written, undone, written again) keeps its newest
+    row only, since 0003 holds one row per heal. The synthetic events already
+    written into sessions stay, and `repair` never heals a call twice (their
+    ids are deterministic); `db upgrade` recreates empty tables.
 
     With --sql, the SQL from the newest revision down to REVISION (or FROM:TO).
 
@@ -1050,8 +1113,8 @@ def db_downgrade(url: str, revision: str, sql_only: bool, yes: bool, timeout: fl
         sql, now = _sql_script(store_url, "downgrade", revision)
         _print_migration("db downgrade", store_url, revision, now, sql, as_json)
         return
-    try:
-        target = migrate.resolve_revision(revision)
+    try:  # "-1" counts from the database's revision, known once connected
+        target = revision if revision[:1] in "+-" else migrate.resolve_revision(revision)
     except HealError as exc:
         raise CliError(str(exc)) from exc
     if not yes:
@@ -1115,9 +1178,14 @@ def db_history(url: str | None, timeout: float | None, as_json: bool) -> None:
 
 
 @main.command("demo")
-def demo_command() -> None:
-    """Crash a real ADK run mid-tool on embedded SQLite, then heal it."""
+@click.option("--keep", is_flag=True,
+              help="Keep the demo's SQLite database and print where it is (deleted otherwise).")
+def demo_command(keep: bool) -> None:
+    """Crash a real ADK run mid-tool on embedded SQLite, then heal it.
+
+    Example: adk-session-heal demo --keep
+    """
     from rich.console import Console
 
     demo = importlib.import_module("adk_session_heal.demo")
-    sys.exit(asyncio.run(demo.run_demo(Console())))
+    sys.exit(asyncio.run(demo.run_demo(Console(), keep=keep)))

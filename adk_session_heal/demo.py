@@ -9,11 +9,18 @@ history a strict provider would reject.
    kills its process with ``os._exit`` before it can answer. Storage keeps an
    unanswered call.
 2. The stored history is shown, classified by the pure core.
+   The call is ``in_flight``: nothing stored after it says its turn is over,
+   so for all a reader can tell the tool is still running (on another replica,
+   say), and it is never healed.
 3. A fresh runner over ``HealingSessionService`` takes the user's next message.
-   The dead call is healed in storage before the message is stored, and the
-   model's very next request shows it the failed tool.
+   The message starts a new invocation, which proves the crashed one over: the
+   call is now ``superseded`` (dead for sure) and is healed in storage before the
+   message is stored, and the model's very next request shows it the failed
+   tool. The demo declares ``get_weather`` ``read_only`` (:data:`DEMO_POLICY`),
+   so the heal tells the model a retry is safe.
 
-Run it with ``adk-session-heal demo`` (or ``python -m adk_session_heal demo``).
+Run it with ``adk-session-heal demo`` (or ``python -m adk_session_heal demo``);
+``--keep`` keeps the database and prints where it is.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from rich.table import Table
 
 from .event_access import ADK_EVENTS
 from .findings import CallStatus, classify
+from .policy import HealPolicy, ToolEffect
 from .service import HealingSessionService
 from .testing import ScriptedModel
 
@@ -49,6 +57,7 @@ __all__ = [
     "APP_NAME",
     "CRASH_ENV",
     "CRASH_EXIT_CODE",
+    "DEMO_POLICY",
     "USER_ID",
     "DemoResult",
     "build_runner",
@@ -69,6 +78,8 @@ APP_NAME = "weather_app"
 USER_ID = "demo-user"
 CRASH_ENV = "ADK_SESSION_HEAL_DEMO_CRASH"
 CRASH_EXIT_CODE = 17
+DEMO_POLICY = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY})
+"""The demo's policy: ``get_weather`` only reads, so a heal says a retry is safe."""
 
 
 def get_weather(city: str) -> dict[str, Any]:
@@ -91,6 +102,11 @@ def _after_tool_reply(request: LlmRequest) -> LlmResponse:
         for part in content.parts or ():
             if part.function_response is not None:
                 response = part.function_response.response or {}
+                if "error" in response and response.get("safe_to_retry") is True:
+                    return ScriptedModel.say(
+                        "Sorry, fetching the weather was interrupted; asking again is safe. "
+                        "Shall I?"
+                    )
                 if "error" in response:
                     return ScriptedModel.say(
                         "Sorry, fetching the weather failed. Shall I try again?"
@@ -245,12 +261,21 @@ def history_table(title: str, events: Sequence[Any]) -> Table:
     return table
 
 
-async def run_demo(console: Console | None = None, workdir: Path | None = None) -> int:
+async def run_demo(
+    console: Console | None = None, workdir: Path | None = None, *, keep: bool = False
+) -> int:
     """Runs the whole demo and prints it. Returns a process exit code (0 = success).
 
-    Without ``workdir`` the database lives in a temporary directory deleted at the end.
+    Args:
+        console: Where to print (default: the terminal).
+        workdir: The folder of the database (default: a new temporary one).
+        keep: Keep the database afterwards and say where it is; without it, a
+            temporary folder is deleted at the end.
     """
     if workdir is None:
+        if keep:
+            return await run_demo(console, Path(tempfile.mkdtemp(prefix="adk-session-heal-demo-")),
+                                  keep=True)
         with tempfile.TemporaryDirectory(prefix="adk-session-heal-demo-") as temporary:
             return await run_demo(console, Path(temporary))
     console = console or Console()
@@ -264,8 +289,15 @@ async def run_demo(console: Console | None = None, workdir: Path | None = None) 
         stored = await bare.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=session.id)
         assert stored is not None
         console.print(history_table("2. Stored history after the crash", stored.events))
+        console.print("   in_flight: nothing stored after the call says its turn is over, so for "
+                      "all a reader can tell the tool is still running (on another replica, "
+                      "say). A call in flight is never healed.")
         console.print("[bold]3. The user comes back; the runner uses HealingSessionService[/]")
-        result = await resume_turn(HealingSessionService(bare), session.id, "hello?")
+        console.print("   The new message starts a new invocation, which proves the crashed one "
+                      "over: the call is superseded (dead for sure) and healed before the "
+                      "message is stored. get_weather is declared read_only, so the heal says "
+                      "a retry is safe.")
+        result = await resume_turn(HealingSessionService(bare, DEMO_POLICY), session.id, "hello?")
         console.print(history_table("Stored history after the next turn", result.session.events))
         seen = [
             part.function_response.response
@@ -279,6 +311,10 @@ async def run_demo(console: Console | None = None, workdir: Path | None = None) 
             if c.status in (CallStatus.SUPERSEDED, CallStatus.STALE)
         ]
         ok = code == CRASH_EXIT_CODE and bool(result.heals) and not dead and bool(seen)
+        if keep:
+            console.print(f"   The database is kept: {workdir / 'sessions.db'} (read it with "
+                          f"`adk-session-heal scan {db_url}`; delete {workdir} when done).",
+                          soft_wrap=True)
         console.print("[green]healed[/]" if ok else "[red]demo did not heal as expected[/]")
         return 0 if ok else 1
     finally:

@@ -48,7 +48,17 @@ class ReadOnlyStoreError(StoreError):
 
 
 class LedgerError(HealError):
-    """The heal ledger is missing or out of date, or a migration revision is unknown."""
+    """The heal ledger is missing or out of date, or a migration revision is unknown.
+
+    Args:
+        message: What is wrong and what to do.
+        missing: The ledger's tables are missing or older than the work needs
+            (``db upgrade`` mends it; a command that can do without may say so).
+    """
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class ResolutionError(HealError):

@@ -121,6 +121,15 @@ class EventAccess(Protocol[E_contra]):
         """Returns this package's synthetic-event marker, if the event has one."""
         ...
 
+    def speaks(self, event: E_contra) -> bool:
+        """Whether the event holds a part a model request shows besides calls and responses.
+
+        Text, inline or file data, code or its result, not marked as a
+        thought: what makes ADK put an event without calls in a request as a
+        turn of its author (it leaves out events without such parts).
+        """
+        ...
+
 
 def content_step(content: types.Content | None) -> Step:
     """Returns the call and response parts of one ``types.Content`` (or ``None``)."""
@@ -410,6 +419,21 @@ class AdkEventAccess:
         marker = metadata.get(HEAL_METADATA_KEY)
         return marker if isinstance(marker, Mapping) else None
 
+    def speaks(self, event: Event) -> bool:
+        """Whether the event holds a visible part besides calls and responses."""
+        content = event.content
+        if content is None or not content.parts or event.partial:
+            return False
+        return any(not part.thought and (part.text or part.inline_data or part.file_data
+                                         or part.executable_code or part.code_execution_result)
+                   for part in content.parts)
+
+
+_VISIBLE_PARTS = (("text", "text"), ("inline_data", "inlineData"), ("file_data", "fileData"),
+                  ("executable_code", "executableCode"),
+                  ("code_execution_result", "codeExecutionResult"))
+"""Keys of a stored part that show in a model request (see :meth:`EventAccess.speaks`)."""
+
 
 def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
     value = data.get(snake)
@@ -500,6 +524,14 @@ class StoredJsonAccess:
             return None
         marker = metadata.get(HEAL_METADATA_KEY)
         return marker if isinstance(marker, Mapping) else None
+
+    def speaks(self, event: Mapping[str, Any]) -> bool:
+        """Whether the event holds a visible part besides calls and responses."""
+        content = event.get("content")
+        parts = content.get("parts") if content and not event.get("partial") else None
+        return any(isinstance(part, Mapping) and not part.get("thought")
+                   and any(_get(part, snake, camel) for snake, camel in _VISIBLE_PARTS)
+                   for part in parts or ())
 
 
 class _Checked(Generic[E]):

@@ -4,32 +4,46 @@
 returns them) and gives every function-call occurrence one
 :class:`CallStatus`:
 
-=============  ================================================================
-``answered``   a response belongs to it (ADK's attribution rule, see
-               :mod:`adk_session_heal.pairing`).
-``superseded`` unanswered, and a later event belongs to another invocation. In
-               ADK a new invocation on a session means the old one is over, so
-               the call is dead for sure (ADK's compaction reasons the same way
-               in ``_provably_dead_call_ids``).
-``stale``      unanswered, in the newest invocation, older than ``stale_after``
-               plus ``clock_skew`` (the call's time is its writer's clock, the
-               age is read on ours).
-``in_flight``  unanswered, in the newest invocation, younger than that (or no
-               age given, or stamped in our future). May still be running:
-               never healed.
-``pending``    a long-running call (``long_running_tool_ids``), a tool awaiting
-               confirmation or credentials, or one of ADK's client function
-               calls (``adk_request_*``). Legitimately unanswered: never healed.
-``id_less``    the call has no id, so no response can be tied to it reliably.
-               Reported, never healed (ADK leaves them alone too).
-``rewound``    the call sits in a stretch of history a rewind annulled. ADK
-               never shows it to a model; a response written now would become
-               an orphan. Reported, never healed.
-``abandoned``  only with the tool-run ledger (:func:`with_tool_runs`): an
-               ``in_flight`` call whose record shows nobody runs it (its lease
-               expired, or it ended without its response reaching the
-               session). Dead at once, whatever its age.
-=============  ================================================================
+===============  ================================================================
+``answered``     a response belongs to it (ADK's attribution rule, see
+                 :mod:`adk_session_heal.pairing`).
+``superseded``   unanswered, and a later event belongs to another invocation. In
+                 ADK a new invocation on a session means the old one is over, so
+                 the call is dead for sure (ADK's compaction reasons the same way
+                 in ``_provably_dead_call_ids``).
+``stale``        unanswered, in the newest invocation, older than ``stale_after``
+                 plus ``clock_skew`` (the call's time is its writer's clock, the
+                 age is read on ours).
+``in_flight``    unanswered, in the newest invocation, younger than that (or no
+                 age given, or stamped in our future). May still be running:
+                 never healed.
+``pending``      a long-running call (``long_running_tool_ids``), a tool awaiting
+                 confirmation or credentials, or one of ADK's client function
+                 calls (``adk_request_*``). Legitimately unanswered: never healed.
+``id_less``      the call has no id, so no response can be tied to it reliably.
+                 Reported, never healed (ADK leaves them alone too).
+``malformed``    unanswered, and a heal would break the request some ADK builds:
+                 its name is empty (LiteLlm refuses it), another call of its
+                 event carries its id (OpenAI and Anthropic refuse the pair
+                 answered), its event shares an id with another call event
+                 and one of the two holds several calls (ADK 1.x would send
+                 the heal after both), or its id is another malformed call's.
+                 ADK 2.10+ leaves such calls out of the request while
+                 unanswered. Reported, never healed (see
+                 :mod:`~adk_session_heal.unhealable`).
+``out_of_turn``  unanswered, and Gemini refuses its turn where it stands (the
+                 content ADK's request would show before it is a turn of its
+                 own agent); ADK 2.10+ leaves it out of the request while
+                 unanswered, and an answer would bring it back. Reported,
+                 never healed (see :mod:`~adk_session_heal.unhealable`).
+``rewound``      the call sits in a stretch of history a rewind annulled. ADK
+                 never shows it to a model; a response written now would become
+                 an orphan. Reported, never healed.
+``abandoned``    only with the tool-run ledger (:func:`with_tool_runs`): an
+                 ``in_flight`` call whose record shows nobody runs it (its lease
+                 expired, or it ended without its response reaching the
+                 session). Dead at once, whatever its age.
+===============  ================================================================
 
 Responses whose call is missing are reported as orphaned; calls answered more
 than once (other than a long-running call's progress updates) are reported as
@@ -88,6 +102,8 @@ class CallStatus(str, enum.Enum):
     IN_FLIGHT = "in_flight"
     PENDING = "pending"
     ID_LESS = "id_less"
+    MALFORMED = "malformed"
+    OUT_OF_TURN = "out_of_turn"
     REWOUND = "rewound"
     ABANDONED = "abandoned"
 
@@ -475,6 +491,11 @@ def _call_findings(
             )
         )
 
+    if maybe_dead:
+        from .unhealable import judge_unhealable  # it reads this module's statuses
+
+        calls = judge_unhealable(events, access, occurrences, calls, steps, live)
+
     if live is not None:
         calls.extend(_rewound_calls(events, access, live))
         calls.sort(key=lambda c: c.event_index)
@@ -527,6 +548,11 @@ def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, no
 
     * lease alive (announced or started, on some host): ``in_flight``, never
       healed however old, its holder named;
+    * a call of the same call event as a call whose lease is alive, whatever
+      its own record says (or without one): ``in_flight`` too, that holder
+      named. ADK answers a call event's parallel calls in one response event,
+      stored once the last of them ends, so a sibling that finished is not
+      lost while the runner still runs the others;
     * otherwise the call is dead: ``in_flight`` becomes ``abandoned`` (no
       waiting for ``stale_after``); it carries the outcome (``not_started``,
       ``may_have_run``, ``finished_result_lost``) and, for a finished run
@@ -545,17 +571,28 @@ def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, no
     """
     if not runs:
         return findings
+    outcomes: dict[int, CallOutcome | None] = {}
+    live: dict[int, str] = {}  # call event (its index) -> the holder of a live lease in it
+    for position, call in enumerate(findings.calls):
+        run = runs.get(call.call_id) if call.call_id else None
+        if run is not None and call.status in _OPEN:
+            outcomes[position] = run_outcome(run, now, clock_skew)
+            if outcomes[position] is None:
+                live.setdefault(call.event_index, f"{run.host}/{run.pid}")
     calls: list[CallFinding] = []
     changed = False
-    for call in findings.calls:
+    for position, call in enumerate(findings.calls):
         run = runs.get(call.call_id) if call.call_id else None
-        if run is None or call.status not in _OPEN:
+        sibling = live.get(call.event_index) if call.status in _OPEN else None
+        if position not in outcomes and sibling is None:
             calls.append(call)
             continue
-        outcome = run_outcome(run, now, clock_skew)
-        if outcome is None:
-            calls.append(replace(call, status=CallStatus.IN_FLIGHT,
-                                 lease_holder=f"{run.host}/{run.pid}"))
+        outcome = outcomes.get(position)
+        if run is None or outcome is None:  # its lease, or a sibling's, is alive
+            holder = f"{run.host}/{run.pid}" if run is not None else sibling
+            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=holder))
+        elif sibling is not None:  # done, but the runner answers its event as one
+            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=sibling))
         else:
             status = CallStatus.ABANDONED if call.status is CallStatus.IN_FLIGHT else call.status
             recovered = run.result if run.state is RunState.FINISHED else None

@@ -347,8 +347,9 @@ def report_rerun(session: Any, call_event_id: str, call_id: str, tool_name: str)
         tool_name: Its tool.
     """
     logger.warning(
-        "adk_session_heal: re-ran dead tool call %s#%s in app=%s user=%s session=%s; its real"
-        " result is stored", tool_name, call_id, session.app_name, session.user_id, session.id,
+        "adk_session_heal: re-ran dead tool call %s#%s in app=%s user=%s session=%s through"
+        " ADK's tool path; its response is stored", tool_name, call_id, session.app_name,
+        session.user_id, session.id,
         extra={"adk_session_heal": {
             "app_name": session.app_name, "user_id": session.user_id,
             "session_id": session.id, "call_event_id": call_event_id, "call_ids": [call_id],

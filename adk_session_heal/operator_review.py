@@ -42,6 +42,7 @@ from .review import (
     plan_resolution,
     review_entries,
 )
+from .scan_report import counted
 from .session_key import SessionKey
 from .store import SessionFilter, SessionStore, open_store
 from .store.base import (
@@ -109,9 +110,9 @@ class ReviewReport:
     def summary_line(self) -> str:
         """The one-line summary."""
         healed = sum(1 for c in self.calls if c.status == "healed")
-        return (f"{len(self.calls)} calls to check in {self.url}: {healed} healed, "
-                f"{len(self.calls) - healed} not healed yet; {self.damaged_sessions} "
-                "sessions with damaged rows skipped")
+        return (f"{counted(len(self.calls), 'call to check', 'calls to check')} in {self.url}: "
+                f"{healed} healed, {len(self.calls) - healed} not healed yet; "
+                f"{counted(self.damaged_sessions, 'session')} with damaged rows skipped")
 
     def summary_json(self) -> dict[str, Any]:
         """The document without its list (the jsonl summary line)."""
@@ -225,7 +226,8 @@ async def _find(store: SessionStore, where: SessionFilter, call_id: str) -> Stor
              if not s.damaged and _answers(s, call_id)]
     if not found:
         raise ResolutionError(f"no heal answers call {call_id!r} in {store}: check the id "
-                              "(`adk-session-heal review` lists them), or run repair first")
+                              f"(`adk-session-heal review {store}` lists them), or run "
+                              "repair first")
     if len(found) > 1:
         raise ResolutionError(
             f"call {call_id!r} is healed in {len(found)} sessions: pass --session "
@@ -286,7 +288,7 @@ async def resolve(
     store = await open_store(url, writable=True, timeout=timeout)
     try:
         if ledger and (revision := await store.ledger_revision()) not in RESOLUTIONS_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision))
+            raise LedgerError(missing_ledger_message(store, revision), missing=True)
         stored = await _find(store, where or SessionFilter(), call_id)
         events = stored.events
         newest = _newest_answer(events, call_id)

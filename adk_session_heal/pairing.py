@@ -49,6 +49,7 @@ __all__ = [
     "Step",
     "answered_once",
     "pair",
+    "repeated_ids",
     "response_owners",
 ]
 
@@ -221,6 +222,33 @@ def answered_once(steps: Iterable[Step], called: set[str] | None = None) -> bool
             called.add(call_id)
             open_ids.add(call_id)
     return not open_ids
+
+
+def repeated_ids(calls: Sequence[Ref]) -> frozenset[str]:
+    """The ids that two or more calls of one step carry (parallel calls sharing an id).
+
+    :func:`pair` gives each such call its own answer, but a request holding
+    them is refused whatever answers them (OpenAI: two ``tool`` messages with
+    one ``tool_call_id``; Anthropic: ``tool_use`` ids must be unique), so
+    classification reports them instead of healing them and the validators
+    name them (see :mod:`adk_session_heal.provider_rules`).
+
+    Args:
+        calls: One step's calls.
+
+    Returns:
+        The repeated ids (empty for the usual step, at the cost of one set).
+    """
+    if len(calls) < 2:
+        return frozenset()
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for call_id, _ in calls:
+        if call_id:
+            if call_id in seen:
+                repeated.add(call_id)
+            seen.add(call_id)
+    return frozenset(repeated)
 
 
 @dataclass(slots=True)

@@ -20,6 +20,15 @@ a call's result must sit and how turns may follow each other:
   user or function-response turn (:func:`call_turn_in_order`); the turn right
   after it holds its responses, as many response parts as call parts.
 
+Some calls no provider accepts wherever their results sit
+(:func:`repeated_call_ids`): two calls of one turn carrying one id. Anthropic
+refuses the second ``tool_use`` ("``tool_use`` ids must be unique"), OpenAI
+Chat the second ``tool`` message answering that id ("Duplicate value for
+'tool_call_id'"), whichever call each answers. Classification reports such
+calls instead of healing them (``malformed`` in
+:mod:`adk_session_heal.findings`, with calls that have no name, which ADK's
+LiteLlm adapter refuses before anything is sent).
+
 Independently of tool calls, some provider paths want strictly alternating
 roles (:func:`alternation_roles`, :func:`same_role_repeats`): Amazon Bedrock's
 Converse API rejects two consecutive messages of one role ("A conversation must
@@ -54,7 +63,7 @@ from typing import Any, Literal
 from google.genai import types
 
 from .event_access import content_step, json_content_step
-from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair
+from .pairing import EMPTY_STEP, Pairing, Ref, Step, pair, repeated_ids
 
 __all__ = [
     "PROVIDERS",
@@ -77,6 +86,7 @@ __all__ = [
     "openai_chat_verdict",
     "openai_responses_steps",
     "openai_responses_verdict",
+    "repeated_call_ids",
     "same_role_repeats",
     "whole",
 ]
@@ -163,6 +173,20 @@ def whole(verdict: Verdict) -> list[bool]:
             if occurrence.step in verdict.out_of_order:
                 result[index] = False
     return result
+
+
+def repeated_call_ids(steps: Sequence[Step]) -> list[tuple[int, str]]:
+    """``(step, id)`` for each id that two or more calls of one step carry, in order.
+
+    Such calls are refused however they are answered (see the module
+    docstring); :func:`~adk_session_heal.pairing.repeated_ids` finds them in
+    one step.
+    """
+    found: list[tuple[int, str]] = []
+    for index, (calls, _results) in enumerate(steps):
+        if len(calls) > 1:
+            found.extend((index, call_id) for call_id in sorted(repeated_ids(calls)))
+    return found
 
 
 # -- OpenAI Chat Completions -------------------------------------------------------

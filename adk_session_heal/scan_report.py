@@ -13,11 +13,11 @@ The JSON documents (``scan --json``, ``repair --json``, ``history --json``,
      "needs_healing": true,
      "counts": {"dead_calls": 1, "in_flight_calls": 0, "pending_calls": 0,
                 "id_less_calls": 0, "orphaned_responses": 0, "damaged_rows": 1,
-                "superseded_heals": 0},
+                "superseded_heals": 0, "unhealable_calls": 0},
      "dead_calls": [CALL, ...], "in_flight_calls": [CALL, ...], "pending_calls": [CALL, ...],
      "id_less_calls": [CALL, ...], "orphaned_responses": [RESPONSE, ...],
      "damaged_sessions": 1, "damaged_rows": [DAMAGED, ...],
-     "superseded_heals": [SUPERSEDED, ...]}
+     "superseded_heals": [SUPERSEDED, ...], "unhealable_calls": [CALL, ...]}
 
     CALL = {"app_name", "user_id", "session_id", "call_event_id", "call_id",
             "tool_name", "invocation_id", "timestamp", "age_seconds",
@@ -34,14 +34,17 @@ after all (``response_event_ids``; see :mod:`~adk_session_heal.late_results`):
 
 ``status`` is ``superseded``, ``stale`` or ``abandoned`` (dead calls), ``in_flight``,
 ``pending`` (``pending_reason``: ``long_running``,
-``awaiting_confirmation_or_credential``, ``client_call``) or ``id_less``;
+``awaiting_confirmation_or_credential``, ``client_call``), ``id_less``, or
+``malformed`` or ``out_of_turn`` (``unhealable_calls``: unanswered calls a heal
+would make worse for some ADK's request, see :mod:`~adk_session_heal.unhealable`);
 ``why`` is one line saying why the call is or is not healed (for in-flight
 calls, the age at which it would be: pick ``--older-than`` from it).
 ``run_outcome`` and ``lease_holder`` come from the tool-run ledger, when the
 store has one: what its record says of the call's run (``unknown`` without a
 record) and, for a call kept in flight by a live lease, its ``host/pid``.
-``dead_calls`` and ``in_flight_calls`` together are every unanswered call of
-a session's newest invocation or of an invocation superseded since.
+``dead_calls``, ``in_flight_calls`` and ``unhealable_calls`` together are every
+unanswered call of a session's newest invocation or of an invocation
+superseded since.
 
 A scan that read only what changed adds ``"since"`` (the earliest
 ``update_time`` read, as a naive ``YYYY-MM-DD HH:MM:SS.ffffff`` in the column's
@@ -91,7 +94,8 @@ objects, one per line, from one place (:meth:`ScanReport.records`,
 :meth:`RepairReport.records`, :func:`history_records`): each entry of the
 lists above, with ``"kind"`` naming its list in the singular (``dead_call``,
 ``in_flight_call``, ``pending_call``, ``id_less_call``, ``orphaned_response``,
-``damaged_row``, ``superseded_heal``, ``heal``, ``removal``, ``run``). JSONL adds
+``damaged_row``, ``superseded_heal``, ``unhealable_call``, ``heal``, ``removal``,
+``run``). JSONL adds
 ``"version": 1`` to every line and ends with one ``"kind": "summary"`` line:
 the document without its lists (for ``history``: ``version``, ``command``,
 ``url``, ``heals_recorded``). TSV starts
@@ -136,6 +140,7 @@ __all__ = [
     "ScanReport",
     "SupersededEntry",
     "call_why",
+    "counted",
     "format_duration",
     "history_json",
     "history_records",
@@ -147,12 +152,28 @@ __all__ = [
 ]
 
 
+_UNHEALABLE = frozenset({CallStatus.MALFORMED, CallStatus.OUT_OF_TURN})
+"""Statuses listed in :attr:`ScanReport.unhealable_calls`."""
+
 _PENDING_WHY = {
     "long_running": "long-running tool: its answer comes later (never healed)",
     "awaiting_confirmation_or_credential":
         "waits for a tool confirmation or a credential (never healed)",
     "client_call": "a call the client answers (never healed)",
 }
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """Returns ``"1 session"`` or ``"2 sessions"``: a count and its noun, in the right number.
+
+    Args:
+        count: How many.
+        noun: The singular (``"dead call"``).
+        plural: The plural when it is not ``noun + "s"`` (``"calls to check"``).
+    """
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural if plural is not None else noun + 's'}"
 
 
 def format_duration(seconds: float, *, exact: bool = True) -> str:
@@ -203,6 +224,13 @@ def call_why(status: str, pending_reason: str | None, dead_after: float | None,
         return _PENDING_WHY.get(pending_reason or "", f"pending: {pending_reason} (never healed)")
     if status == CallStatus.ID_LESS.value:
         return "no call id: no response can be paired with it (never healed)"
+    if status == CallStatus.MALFORMED.value:
+        return ("a heal would break the request some ADK builds (no name, an id its event "
+                "repeats or shares with another call event, or such a call's id); ADK 2.10+ "
+                "leaves it out while unanswered (never healed)")
+    if status == CallStatus.OUT_OF_TURN.value:
+        return ("Gemini refuses its turn where it stands (after another turn of its agent); "
+                "ADK 2.10+ leaves it out while unanswered (never healed)")
     return status
 
 
@@ -360,6 +388,8 @@ class ScanReport:
         clock_skew: Seconds added to ``stale_after`` for other hosts' clocks.
         superseded_heals: Heals of ours a late real response superseded
             (repair takes them back out).
+        unhealable_calls: Unanswered calls a heal would make worse for some
+            ADK's request (``malformed``, ``out_of_turn``; never healed).
         since: The earliest ``update_time`` read (column seconds, see
             :mod:`~adk_session_heal.incremental`); ``None``: every session.
         incremental: The incremental run's state (``None``: not incremental).
@@ -383,6 +413,7 @@ class ScanReport:
     superseded_heals: list[SupersededEntry] = field(default_factory=list)
     since: float | None = None
     incremental: Watermark | None = None
+    unhealable_calls: list[CallEntry] = field(default_factory=list)
 
     @property
     def needs_healing(self) -> bool:
@@ -404,7 +435,7 @@ class ScanReport:
         entries: list[Iterable[Any]] = [self.dead_calls, self.in_flight_calls,
                                         self.pending_calls, self.id_less_calls,
                                         self.orphaned_responses, self.damaged_rows,
-                                        self.superseded_heals]
+                                        self.superseded_heals, self.unhealable_calls]
         return list(dict.fromkeys(SessionKey(e.app_name, e.user_id, e.session_id)
                                   for listed in entries for e in listed))
 
@@ -418,6 +449,7 @@ class ScanReport:
             "orphaned_responses": len(self.orphaned_responses),
             "damaged_rows": len(self.damaged_rows),
             "superseded_heals": len(self.superseded_heals),
+            "unhealable_calls": len(self.unhealable_calls),
         }
 
     def __repr__(self) -> str:
@@ -435,14 +467,19 @@ class ScanReport:
         """Returns the one-line summary the CLI prints (counts, never ids)."""
         c = self.counts()
         return (
-            f"Scanned {self.sessions_scanned} sessions ({self.events_scanned} events) in "
-            f"{self.url}: {c['dead_calls']} dead calls in {self.sessions_needing_healing} "
-            f"sessions (repair heals them), {c['in_flight_calls']} in flight, "
-            f"{c['pending_calls']} pending, {c['id_less_calls']} without an id, "
-            f"{c['orphaned_responses']} orphaned responses, {c['damaged_rows']} damaged rows "
-            f"({self.damaged_sessions} sessions skipped whole)"
-            + (f", {c['superseded_heals']} heals superseded by a late result (repair takes "
-               "them back)" if c["superseded_heals"] else "")
+            f"Scanned {counted(self.sessions_scanned, 'session')} "
+            f"({counted(self.events_scanned, 'event')}) in {self.url}: "
+            f"{counted(c['dead_calls'], 'dead call')} in "
+            f"{counted(self.sessions_needing_healing, 'session')} (repair heals them), "
+            f"{c['in_flight_calls']} in flight, {c['pending_calls']} pending, "
+            f"{c['id_less_calls']} without an id, "
+            f"{counted(c['orphaned_responses'], 'orphaned response')}, "
+            f"{counted(c['damaged_rows'], 'damaged row')} "
+            f"({counted(self.damaged_sessions, 'session')} skipped whole)"
+            + (f", {counted(c['superseded_heals'], 'heal')} superseded by a late result "
+               "(repair takes them back)" if c["superseded_heals"] else "")
+            + (f", {counted(c['unhealable_calls'], 'unanswered call')} never healed (a heal "
+               "would break ADK's request)" if c["unhealable_calls"] else "")
             + self._changed_only()
         )
 
@@ -472,6 +509,8 @@ class ScanReport:
             yield {"kind": "damaged_row", **damaged.to_json()}
         for superseded in self.superseded_heals:
             yield {"kind": "superseded_heal", **superseded.to_json()}
+        for call in self.unhealable_calls:
+            yield {"kind": "unhealable_call", **call.to_json(now, dead_after)}
 
     def summary_json(self) -> dict[str, Any]:
         """Returns the JSON document without its lists (the ``jsonl`` summary line)."""
@@ -501,6 +540,8 @@ class ScanReport:
                 self.pending_calls.append(CallEntry.of(key, finding))
             elif status is CallStatus.ID_LESS:
                 self.id_less_calls.append(CallEntry.of(key, finding))
+            elif status in _UNHEALABLE:
+                self.unhealable_calls.append(CallEntry.of(key, finding))
         for orphan in findings.orphaned_responses:
             self.orphaned_responses.append(
                 ResponseEntry(key.app_name, key.user_id, key.session_id, orphan.event_id,
@@ -548,6 +589,7 @@ class ScanReport:
             "damaged_sessions": self.damaged_sessions,
             "damaged_rows": [d.to_json() for d in self.damaged_rows],
             "superseded_heals": [h.to_json() for h in self.superseded_heals],
+            "unhealable_calls": [c.to_json(now, dead_after) for c in self.unhealable_calls],
             **({} if self.since is None else {"since": column_text(self.since)}),
             **({} if self.incremental is None else {"incremental": {
                 **self.incremental.to_json(),
@@ -682,7 +724,8 @@ class RepairReport:
         skipped = (f", {self.skipped} skipped: their session changed since the scan"
                    if self.skipped else "")
         if self.scan.damaged_sessions:
-            skipped += f"; {self.scan.damaged_sessions} sessions with damaged rows skipped whole"
+            skipped += (f"; {counted(self.scan.damaged_sessions, 'session')} with damaged rows "
+                        "skipped whole")
         taken = (f"; superseded heals taken back: {self.taken_back} of {back}"
                  if back else "")
         if self.kept_back:

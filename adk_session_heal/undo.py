@@ -30,6 +30,7 @@ from .errors import LedgerError
 from .heal_record import HealRecord
 from .json_version import JSON_FORMAT
 from .runs import RepairRun, RunKind, new_run_id, this_host
+from .scan_report import counted
 from .session_key import SessionKey
 from .store import SessionStore, open_store
 from .store.base import Removal, RemovalReason, RemoveOutcome
@@ -120,8 +121,8 @@ class UndoReport:
                     f"{len(self.removals)} ({self.already_undone} already undone); "
                     "nothing was written.")
         if not self.removals:
-            return (f"Run {run} is already undone ({self.already_undone} heals taken out "
-                    "before); nothing was written.")
+            return (f"Run {run} is already undone ({counted(self.already_undone, 'heal')} "
+                    "taken out before); nothing was written.")
         kept = self.count(RemoveOutcome.KEPT)
         return (f"Undid run {run}: heals taken out: {self.count(RemoveOutcome.REMOVED)}, "
                 f"kept (changed since the run, or not ours): {kept}, already gone: "
@@ -179,7 +180,7 @@ async def undo(
     try:
         revision = await store.ledger_revision()
         if revision not in RUNS_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision))
+            raise LedgerError(missing_ledger_message(store, revision), missing=True)
         assert store.url is not None
         ledger = open_heal_ledger(store.url, timeout=timeout)
         try:

@@ -64,6 +64,7 @@ from .provider_rules import (
     openai_chat_steps,
     openai_chat_verdict,
     openai_responses_verdict,
+    repeated_call_ids,
     same_role_repeats,
 )
 
@@ -92,7 +93,7 @@ __all__ = [
 
 ProblemCode = Literal[
     "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch",
-    "result_not_first", "role_alternation", "mixed_result_turn",
+    "result_not_first", "role_alternation", "mixed_result_turn", "duplicate_call_id",
 ]
 
 OPENAI_UNANSWERED = (
@@ -102,6 +103,10 @@ OPENAI_UNANSWERED = (
 OPENAI_ORPHANED = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
     "message with 'tool_calls'."
+)
+OPENAI_DUPLICATE_ID = (
+    "Invalid parameter: Duplicate value for 'tool_call_id' of '{id}', in messages[{first}] "
+    "and messages[{second}]."
 )
 RESPONSES_UNANSWERED = "No tool output found for function call {id}."
 RESPONSES_ORPHANED = "No tool call found for function call output with call_id {id}."
@@ -120,6 +125,7 @@ ANTHROPIC_NOT_FIRST = (
     "message. Messages following `tool_use` blocks must begin with a matching number of "
     "`tool_result` blocks."
 )
+ANTHROPIC_DUPLICATE_ID = "messages.{index}.content.{block}: `tool_use` ids must be unique"
 ANTHROPIC_DUPLICATE = (
     "messages.{index}.content.{block}: each tool_use must have a single result. Found "
     "multiple `tool_result` blocks with id: {id}"
@@ -156,8 +162,11 @@ class Problem:
         code: What is wrong: ``unanswered_call``, ``orphaned_result``,
             ``duplicate_result``, ``turn_order``, ``count_mismatch`` or
             ``result_not_first`` (Anthropic: a result after another block of
-            its turn), ``role_alternation`` (strict alternation: a message
-            of the same role as the one before it) or ``mixed_result_turn``
+            its turn), ``duplicate_call_id`` (two calls of one turn carry one
+            id: Anthropic refuses the second ``tool_use``, OpenAI Chat the
+            second ``tool`` message with that id), ``role_alternation``
+            (strict alternation: a message of the same role as the one
+            before it) or ``mixed_result_turn``
             (strict alternation: tool results and text in one user turn).
         index: Position of the offending message, item or content in the list
             that was checked.
@@ -214,6 +223,14 @@ def validate_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Problem]
             "openai_chat", "duplicate_result", step,
             f"Duplicate tool message for tool_call_id {call_id!r}.", (call_id,),
             strict_only=True))
+    for step, call_id in repeated_call_ids(verdict.steps):
+        answers = [i for i in range(step + 1, verdict.ends[step])
+                   if messages[i].get("tool_call_id") == call_id]
+        if len(answers) > 1:  # answered fewer times, a call is reported unanswered above
+            problems.append(Problem(
+                "openai_chat", "duplicate_call_id", answers[1],
+                OPENAI_DUPLICATE_ID.format(id=call_id, first=answers[0], second=answers[1]),
+                (call_id,)))
     problems.sort(key=lambda p: p.index)
     return problems
 
@@ -253,6 +270,13 @@ def validate_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Proble
         call_id = orphan.id or ""
         problems.append(Problem("openai_responses", "orphaned_result", orphan.step,
                                 RESPONSES_ORPHANED.format(id=call_id), (call_id,)))
+    for step, call_id in repeated_call_ids(verdict.steps):
+        first, second = [step + position for position, (ref_id, _name)
+                         in enumerate(verdict.steps[step][0]) if ref_id == call_id][:2]
+        problems.append(Problem(
+            "openai_responses", "duplicate_call_id", second,
+            f"Duplicate call_id {call_id!r} in function_call items {first} and {second}.",
+            (call_id,), strict_only=True))
     problems.sort(key=lambda p: p.index)
     return problems
 
@@ -312,6 +336,11 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
             problems.append(Problem("anthropic", "duplicate_result", index,
                                     ANTHROPIC_DUPLICATE.format(index=index, block=block,
                                                                id=call_id), (call_id,)))
+    for turn, call_id in repeated_call_ids(steps):
+        index, block = _block(turn_blocks[turn], "tool_use", "id", call_id, 1)
+        problems.append(Problem("anthropic", "duplicate_call_id", index,
+                                ANTHROPIC_DUPLICATE_ID.format(index=index, block=block),
+                                (call_id,)))
     for index, ids in anthropic_results_not_first(messages, turn_first):
         problems.append(Problem("anthropic", "result_not_first", index,
                                 ANTHROPIC_NOT_FIRST.format(index=index, count=len(ids)),
@@ -324,9 +353,17 @@ def _result_block(
     blocks: Sequence[AnthropicBlock], call_id: str, skip: int
 ) -> tuple[int, int]:
     """Finds the (message index, block index) of a result, skipping ``skip`` matches."""
+    return _block(blocks, "tool_result", "tool_use_id", call_id, skip)
+
+
+def _block(
+    blocks: Sequence[AnthropicBlock], kind: str, key: str, call_id: str, skip: int
+) -> tuple[int, int]:
+    """Finds the (message index, block index) of a ``kind`` block whose ``key`` is
+    ``call_id``, skipping ``skip`` matches."""
     fallback = (blocks[0][0], blocks[0][1]) if blocks else (0, 0)
     for index, position, block in blocks:
-        if block.get("type") == "tool_result" and (block.get("tool_use_id") or "") == call_id:
+        if block.get("type") == kind and (block.get(key) or "") == call_id:
             if skip == 0:
                 return index, position
             skip -= 1

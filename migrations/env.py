@@ -2,7 +2,9 @@
 
 Run through :mod:`adk_session_heal.migrate`, which hands over an open
 connection in ``config.attributes["connection"]`` (the Alembic cookbook's
-"programmatic API use with asyncio"), or, for ``--sql`` (offline mode), the
+"programmatic API use with asyncio"), already inside the transaction of the
+one revision step it runs (so Alembic begins none of its own), or, for
+``--sql`` (offline mode), the
 URL whose dialect the SQL is written for in ``config.attributes["offline_url"]``;
 no ``alembic.ini`` is needed. Revisions
 are kept in their own version table, ``adk_session_heal_alembic_version``, so a

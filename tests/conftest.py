@@ -6,7 +6,7 @@ import gc
 import os
 import sys
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,55 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import REDIS_URL, temporary_database, temporary_redis_prefix  # noqa: E402
+from servers import (  # noqa: E402
+    REDIS_URL,
+    SERVERS_USED,
+    temporary_database,
+    temporary_redis_prefix,
+)
 
 # CI (CI=true, set by the CI runner) replays the same generated examples every run, so a
 # landing never depends on the draw; local runs keep drawing new ones to find new bugs.
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+_SERVER_WORDS = {
+    "postgres": ("postgres", "pg_"),
+    "mariadb": ("mariadb", "mysql"),
+    "redis": ("redis",),
+}
+"""Words in a test's id or fixture names that say it uses a server (its marker's name first)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test that uses a database server with that server's marker.
+
+    So ``pytest -m postgres`` (or ``mariadb``, ``redis``) selects them, and
+    ``-m "not postgres and not mariadb and not redis"`` runs without servers. A
+    test is marked when its id (module, name, parameters) or a fixture it uses
+    names the server; :func:`_servers_match_markers` fails a test that used a
+    server its markers do not name, so the rule cannot silently fall behind.
+    """
+    for item in items:
+        text = " ".join([item.nodeid.lower(), *getattr(item, "fixturenames", ())])
+        for marker, words in _SERVER_WORDS.items():
+            if any(word in text for word in words):
+                item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True)
+def _servers_match_markers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that asked for a server (``servers.require_server``) it is not marked with."""
+    SERVERS_USED.clear()
+    yield
+    marked = {kind for kind in SERVERS_USED if request.node.get_closest_marker(kind) is not None}
+    unmarked = sorted(SERVERS_USED - marked)
+    SERVERS_USED.clear()
+    if unmarked:
+        pytest.fail(f"{request.node.nodeid} uses the {', '.join(unmarked)} server(s) but is not "
+                    f"marked so: add pytest.mark.{unmarked[0]} (or name it in the test's id)")
+
 
 STORES = ["memory", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb", "redis"]
 """Every inner session service the contract tests run against."""

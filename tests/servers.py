@@ -47,8 +47,14 @@ def server_available(kind: str) -> bool:
         return False
 
 
+SERVERS_USED: set[str] = set()
+"""The servers the running test asked for (emptied before each test, see ``tests/conftest.py``,
+which fails a test that used a server its markers do not name)."""
+
+
 def require_server(kind: str) -> None:
     """Skips the calling test when the server is down, or fails it under CI."""
+    SERVERS_USED.add(kind)
     if server_available(kind):
         return
     host, port = _ADDRESSES[kind]

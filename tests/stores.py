@@ -313,3 +313,31 @@ async def tool_run_ledger_fixture(adk_store: Store) -> AsyncIterator[SqlToolRunL
     runs = SqlToolRunLedger.from_url(adk_store.url)
     yield runs
     await runs.close()
+
+
+def unhealable_histories(start: float = 1_700_010_000.0) -> dict[str, History]:
+    """One session per kind of dead call a heal would make worse, and one healed beside them.
+
+    * ``nameless``: a call with an empty name (``malformed``);
+    * ``shared``: two parallel calls sharing one id (``malformed``);
+    * ``late``: a call right after its agent's text reply (``out_of_turn``);
+    * ``fine``: a plain dead call (``superseded``).
+    """
+    nameless = History(start=start)
+    nameless.user("q")
+    nameless.calls("", ids=["n1"])
+    nameless.user("next")
+    shared = History(start=start)
+    shared.user("two things")
+    shared.calls("a", "b", ids=["x", "x"])
+    shared.user("next")
+    late = History(start=start)
+    late.user("q")
+    late.text("let me check")
+    late.call("f")
+    late.user("next")
+    fine = History(start=start)
+    fine.user("q")
+    fine.call("f")
+    fine.user("next")
+    return {"nameless": nameless, "shared": shared, "late": late, "fine": fine}

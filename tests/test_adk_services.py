@@ -293,3 +293,24 @@ def test_building_a_heal_service_for_adk_s_own_schemes_loads_no_sqlalchemy(
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, timeout=120, cwd=tmp_path).stdout
     assert out.strip() == "HealingSessionService []"
+
+
+def test_a_heal_uri_whose_driver_is_not_installed_names_the_extra(tmp_path: Path) -> None:
+    """adk web's heal+postgresql+asyncpg:// without asyncpg (a base install) fails in one line
+    naming the extra to install, as the CLI does, password masked."""
+    from test_cli import without_packages
+
+    probe = (
+        "from adk_session_heal.adk_services import healing_session_service_from_uri\n"
+        "from adk_session_heal.errors import UnsupportedStoreError\n"
+        "try:\n"
+        "    healing_session_service_from_uri("
+        "'heal+postgresql+asyncpg://app:hunter2@127.0.0.1:5432/sessions')\n"
+        "except UnsupportedStoreError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=without_packages(tmp_path, "asyncpg"),
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == ("postgresql+asyncpg://app:***@127.0.0.1:5432/sessions needs the "
+                           "asyncpg driver, which is not installed: pip install "
+                           "'adk-session-heal[postgres]'")

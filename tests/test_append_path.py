@@ -17,7 +17,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from append_services import AppendingDatabaseService, AppendingInMemoryService
+from append_services import (
+    AppendingDatabaseService,
+    AppendingInMemoryService,
+    ReadingDatabaseService,
+)
 from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
 from google.adk.runners import Runner
@@ -66,11 +70,12 @@ async def service(request: pytest.FixtureRequest, tmp_path: Path
 @pytest.fixture(params=["database", "memory"])
 async def append_only(request: pytest.FixtureRequest, tmp_path: Path
                       ) -> AsyncIterator[BaseSessionService]:
-    """ADK's database (SQLite) or in-memory service behind an overridden append_event."""
+    """Services whose heals go after the newest event: ADK's database service (SQLite) behind
+    an overridden get_session, or its in-memory one behind an overridden append_event."""
     if request.param == "memory":
         yield AppendingInMemoryService()
         return
-    inner = AppendingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    inner = ReadingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
     yield inner
     await inner.close()
 
@@ -230,6 +235,42 @@ async def test_heal_stored_after_a_later_turn_adk_sends_it_right_after_its_call(
         assert await adk_request_problems(session, agent, provider) == []
 
 
+@pytest.mark.parametrize("adk_class", ["database", "sqlite"])
+async def test_a_subclass_of_a_store_that_sorts_by_time_reads_the_heal_right_after_its_call(
+    adk_class: str, tmp_path: Path,
+) -> None:
+    """ADK's database and SQLite services sort by timestamp: through a subclass's own
+    append_event the heal keeps the time the core placed it at, is read between the call and
+    the later turn, and the stored history passes every provider rule; the caller's session
+    object shows the same order."""
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    class AppendingSqliteService(SqliteSessionService):
+        async def append_event(self, session: Session, event: Event) -> Event:
+            return await super().append_event(session, event)
+
+    inner: BaseSessionService = (
+        AppendingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+        if adk_class == "database" else AppendingSqliteService(str(tmp_path / "s.db")))
+    try:
+        session = await _healed_after_a_later_turn(inner)
+        probe = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert probe is not None
+        assert store_for_service(inner, probe).layout is Layout.APPEND
+        expected = ["weather in Paris?", "call", "response:error", "hello?",
+                    "Hi! What can I do for you?"]
+        assert outline(session.events) == expected  # the caller's object
+        events = await stored(inner, session.id)
+        assert outline(events) == expected
+        for provider in PROVIDERS:
+            assert provider_problems(events, provider) == [], provider
+        again = await HealingSessionService(inner).get_session(
+            app_name=APP, user_id=USER, session_id=session.id)
+        assert again is not None and outline(again.events) == expected  # nothing more
+    finally:
+        await inner.close()  # type: ignore[attr-defined]
+
+
 def _start_whose_last_event_rounds_like_a_microsecond_later() -> float:
     """A start an hour ago whose fourth event (start + 3 s) and that time + 1e-6 are one
     stored microsecond: ADK's SQL column rounds both to the same value."""
@@ -248,7 +289,7 @@ async def test_a_heal_appended_after_an_event_a_float_microsecond_away_still_rea
 ) -> None:
     """The append path stamps a heal two whole microseconds past the newest event, so a
     rounding column never ties them (the old +1e-6 tied and the heal read first)."""
-    inner = AppendingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    inner = ReadingDatabaseService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
     try:
         session = await _healed_after_a_later_turn(
             inner, _start_whose_last_event_rounds_like_a_microsecond_later())

@@ -38,6 +38,7 @@ from stores import (
     make_store,
     snapshot,
     table_names,
+    unhealable_histories,
 )
 
 from adk_session_heal import demo
@@ -267,6 +268,7 @@ async def test_unknown_schema_version(tmp_path: Path) -> None:
         assert await snapshot(store) == before
 
 
+@pytest.mark.postgres
 async def test_read_only_database(tmp_path: Path) -> None:
     """Repair on a database that refuses writes exits 2 in one line; nothing is written."""
     async for store in make_store("postgres", tmp_path):
@@ -302,6 +304,22 @@ async def test_scan_filters_and_older_than(tmp_path: Path) -> None:
         patient = json.loads(cli("scan", store.url, "--older-than", "520w", "--json").stdout)
         assert {c["status"] for c in patient["dead_calls"]} == {"superseded"}
         assert cli("scan", store.url, "--older-than", "soon").exit_code == 2
+
+
+async def test_scan_prints_the_calls_a_heal_would_make_worse_with_why(tmp_path: Path) -> None:
+    """scan lists nameless, id-sharing and out-of-turn dead calls in their own table, saying
+    why they are never healed, and counts them in the summary line."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, unhealable_histories())
+        result = cli("scan", store.url, "--format", "table")
+        assert result.exit_code == 1, result.output  # the plain dead call needs healing
+        assert "Unanswered calls a heal would make worse (never healed)" in result.stdout
+        assert "4 unanswered calls never healed (a heal would break ADK's request)" in (
+            result.stdout.replace("\n", " "))
+        document = json.loads(cli("scan", store.url, "--json").stdout)
+        assert sorted(c["status"] for c in document["unhealable_calls"]) == [
+            "malformed", "malformed", "malformed", "out_of_turn"]
+        assert document["counts"]["unhealable_calls"] == 4
 
 
 async def test_history_without_ledger_and_db_current(tmp_path: Path) -> None:
@@ -373,7 +391,7 @@ async def test_repair_on_a_terminal_applies_the_plan_it_showed(tmp_path: Path) -
     os.close(follower)
     try:
         shown = _read_until(leader, b"[y/N]")
-        assert b"Write these 3 synthetic events" in shown, shown.decode(errors="replace")
+        assert b"Write 3 synthetic events" in shown, shown.decode(errors="replace")
         # The operator looks at the plan; meanwhile the "dead" session gets a turn.
         service = store.service()
         try:
@@ -452,7 +470,8 @@ def test_formats_carry_the_same_records(filled: Store) -> None:
     assert summary["kind"] == "summary" and "dead_calls" not in summary
     assert summary["counts"] == document["counts"] == {
         "dead_calls": 4, "in_flight_calls": 0, "pending_calls": 1, "id_less_calls": 1,
-        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0}
+        "orphaned_responses": 1, "damaged_rows": 0, "superseded_heals": 0,
+        "unhealable_calls": 0}
     for kind, key in (("dead_call", "dead_calls"), ("pending_call", "pending_calls"),
                       ("orphaned_response", "orphaned_responses")):
         listed = [{k: v for k, v in r.items() if k not in ("kind", "version", "age_seconds")}
@@ -495,7 +514,7 @@ def test_in_flight_and_pending_calls_are_listed_with_age_tool_and_why(filled: St
     assert "app/user/stale" in said and "book" in said and "may still be running" in said
     assert "Pending calls (never healed)" in said and "long-running tool" in said
     assert ("3 dead calls in 3 sessions (repair heals them), 1 in flight, 1 pending, "
-            "1 without an id, 1 orphaned responses, 0 damaged rows") in said
+            "1 without an id, 1 orphaned response, 0 damaged rows") in said
 
     tsv = cli("scan", filled.url, "--older-than", "520w")
     row = next(r for r in _tsv(tsv.stdout) if r["kind"] == "in_flight_call")
@@ -621,10 +640,10 @@ def test_prompt_and_plan_go_to_stderr(tmp_path: Path) -> None:
         if child.stdout is not None:
             child.stdout.close()
     assert child.returncode == 0
-    assert b"Write these 3 synthetic events" in asked and b"Synthetic responses" in asked
+    assert b"Write 3 synthetic events" in asked and b"Synthetic responses" in asked
     assert b"Synthetic events written: 3" in rest
     assert stdout.splitlines()[0].split("\t") == list(REPAIR_COLUMNS)
-    assert "Write these" not in stdout and ANSI not in stdout
+    assert "Write 3 synthetic" not in stdout and ANSI not in stdout
     assert [r["outcome"] for r in _tsv(stdout) if r["kind"] == "heal"] == ["written"] * 3
 
     piped = subprocess.run(
@@ -683,3 +702,64 @@ def test_help_loads_no_adk_rich_alembic_or_sqlalchemy(command: list[str]) -> Non
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == "[]"
     assert "Usage:" in ran.stdout
+
+
+# ---- environment errors in one true line (issue 28, point 7) ----
+
+_HIDE_DRIVERS = '''
+import os, sys
+
+_HIDDEN = frozenset(os.environ["ADK_HEAL_TEST_UNINSTALLED"].split(","))
+
+
+class _Uninstalled:
+    """Finds nothing for the hidden packages, as when they were never installed."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in _HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Uninstalled())
+'''
+"""A ``sitecustomize`` that makes packages unimportable in a child Python, as in an install
+without them (the base install has none of the server drivers)."""
+
+
+def without_packages(tmp_path: Path, *packages: str) -> dict[str, str]:
+    """Returns a child's environment in which ``packages`` cannot be imported, checked for
+    real: importing each in that environment fails with ModuleNotFoundError."""
+    (tmp_path / "sitecustomize.py").write_text(_HIDE_DRIVERS)
+    env = {**os.environ, "ADK_HEAL_TEST_UNINSTALLED": ",".join(packages),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path),
+                                                       os.environ.get("PYTHONPATH")]))}
+    env.pop(URL_ENV, None)
+    for package in packages:
+        probe = subprocess.run([sys.executable, "-c", f"import {package}"], env=env,
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert "ModuleNotFoundError" in probe.stderr, probe.stderr
+    return env
+
+
+@pytest.mark.parametrize(("url", "driver", "extra"), [
+    ("postgresql+asyncpg://postgres:hunter2@127.0.0.1:5432/postgres", "asyncpg", "postgres"),
+    ("mysql+aiomysql://root:hunter2@127.0.0.1:3306/mysql", "aiomysql", "mysql"),
+    ("mariadb+asyncmy://root:hunter2@127.0.0.1:3306/mysql", "asyncmy", "mysql"),
+    ("redis://:hunter2@127.0.0.1:6379/0", "redis", "redis"),
+], ids=["asyncpg", "aiomysql", "asyncmy", "redis"])
+@pytest.mark.parametrize("command", [["scan"], ["repair", "--yes"], ["db", "current"]],
+                         ids=" ".join)
+def test_a_driver_not_installed_names_the_extra_to_install(
+        url: str, driver: str, extra: str, command: list[str], tmp_path: Path) -> None:
+    """Without a URL's driver (as in a base install), every command says in one line which
+    extra installs it, exit 2, password masked: the same rule for every driver."""
+    env = without_packages(tmp_path, driver)
+    child = subprocess.run([sys.executable, "-m", "adk_session_heal", *command, url], env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert child.returncode == 2, child.stdout + child.stderr
+    line = child.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    assert f"needs the {driver} driver" in line and f"adk-session-heal[{extra}]" in line, line
+    assert "hunter2" not in child.stdout + child.stderr

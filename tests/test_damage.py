@@ -317,6 +317,7 @@ async def test_one_damaged_row_among_100k_events(tmp_path: Path) -> None:
         assert time.perf_counter() - started < 60
 
 
+@pytest.mark.redis
 async def test_a_store_whose_rows_are_all_unreadable_fails_in_one_line(tmp_path: Path) -> None:
     """Encrypted rows everywhere (as an encrypting session service stores them): one line
     naming the cause and the Python API over the user's own service, exit 2."""

@@ -180,6 +180,9 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.postgres
+@pytest.mark.mariadb
+@pytest.mark.redis
 async def test_every_heal_uri_the_docs_name_builds_a_healing_service(tmp_path: Path) -> None:
     """ADK's own factory builds a healing service for each heal+ URI form the docs name."""
     schemes = [s for s in SCHEMES if s.startswith("heal+")
@@ -196,3 +199,52 @@ async def test_every_heal_uri_the_docs_name_builds_a_healing_service(tmp_path: P
                                    capture_output=True, text=True, timeout=120, check=False)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.count("healed over") == len(schemes) - ("heal+memory" in schemes)
+
+
+CONTENTS = re.compile(r"<!-- contents -->\n(.*?)<!-- /contents -->\n", re.S)
+
+
+def _headings(text: str) -> list[tuple[int, str]]:
+    """The ``##`` and ``###`` headings of a Markdown text, outside fenced blocks, in order."""
+    found: list[tuple[int, str]] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"(#{2,3}) (.+)", line)):
+            found.append((len(heading[1]), heading[2].strip()))
+    return found
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def readme_contents(text: str) -> str:
+    """The README's table of contents as it must read: every section, in order, linked."""
+    return "".join(f"{'  ' * (level - 2)}- [{title}](#{_anchor(title)})\n"
+                   for level, title in _headings(text))
+
+
+def test_readme_contents_list_every_section() -> None:
+    """The README's table of contents names every ## and ### section, in order, linked right."""
+    text = (ROOT / "README.md").read_text()
+    shown = CONTENTS.search(text)
+    assert shown is not None, "README.md needs its contents between <!-- contents --> lines"
+    assert shown[1] == readme_contents(text), f"README.md's contents should read:\n" \
+        f"{readme_contents(text)}"
+
+
+def test_every_link_inside_the_docs_reaches_a_heading() -> None:
+    """Every ``(#anchor)`` and ``(file.md#anchor)`` link of the docs names a heading that exists."""
+    anchors = {path.name: {_anchor(title) for _, title in _headings(path.read_text())}
+               | {_anchor(line.lstrip("# ").strip()) for line in path.read_text().splitlines()
+                  if line.startswith("# ")} for path in DOCS}
+    broken = []
+    for path in DOCS:
+        for target, anchor in re.findall(r"\]\(([\w./-]*?)#([\w-]+)\)", path.read_text()):
+            name = Path(target).name if target else path.name
+            if name in anchors and anchor not in anchors[name]:
+                broken.append(f"{path.name}: ({target}#{anchor})")
+    assert broken == []

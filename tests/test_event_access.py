@@ -54,3 +54,32 @@ def test_a_part_holding_a_call_and_a_response_counts_as_a_call() -> None:
                                types.Content(role="model", parts=[both, both])])[0]
     assert one == ([("a", "f")], ())
     assert many == ([("a", "f"), ("a", "f")], ())
+
+
+def test_speaks_means_a_visible_part_besides_calls_and_responses_on_both_accessors() -> None:
+    """Text, data or code speak; calls, responses, thoughts, empty or partial events do not."""
+    from google.adk.events.event import Event
+
+    from adk_session_heal.event_access import ADK_EVENTS, STORED_JSON
+
+    def event(*parts: types.Part, partial: bool = False) -> Event:
+        content = types.Content(role="model", parts=list(parts)) if parts else None
+        return Event(author="agent", content=content, partial=partial or None)
+
+    cases = [
+        (event(types.Part(text="hi")), True),
+        (event(_call("a", "f"), types.Part(text="let me see")), True),
+        (event(types.Part(inline_data=types.Blob(mime_type="image/png", data=b"x"))), True),
+        (event(types.Part(executable_code=types.ExecutableCode(code="1", language="PYTHON"))),
+         True),
+        (event(_call("a", "f")), False),
+        (event(_response("a", "f")), False),
+        (event(types.Part(text="pondering", thought=True)), False),
+        (event(types.Part(text="")), False),
+        (event(), False),
+        (event(types.Part(text="hi"), partial=True), False),
+    ]
+    for adk_event, speaks in cases:
+        stored = adk_event.model_dump(exclude_none=True, mode="json")
+        assert ADK_EVENTS.speaks(adk_event) is speaks, adk_event
+        assert STORED_JSON.speaks(stored) is speaks, stored

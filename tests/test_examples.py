@@ -124,3 +124,24 @@ def test_demo_prints_only_its_own_output() -> None:
     stray = [line for line in completed.stdout.splitlines()
              if re.match(r"\s*(WARNING|INFO|DEBUG|ERROR)\b", line)]
     assert stray == []
+
+
+def test_demo_keep_keeps_its_database_and_says_how_to_read_it(tmp_path: Path) -> None:
+    """`demo --keep` leaves its SQLite file, prints where, and the scan it names reads it clean."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "adk_session_heal", "demo", "--keep"], capture_output=True,
+        text=True, timeout=120, check=False,
+        env={**os.environ, "TMPDIR": str(tmp_path), "COLUMNS": "100"})
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    (kept,) = tmp_path.iterdir()
+    assert (kept / "sessions.db").is_file()
+    said = " ".join(completed.stdout.split())
+    assert f"The database is kept: {kept / 'sessions.db'}" in said
+    assert "in_flight: nothing stored after the call says its turn is over" in said
+    assert "the call is superseded (dead for sure)" in said
+    assert '"safe_to_retry": true' in said  # get_weather is declared read_only
+    scan = re.search(r"`adk-session-heal (scan [^`]+)`", said)
+    assert scan is not None, said
+    scanned = subprocess.run([sys.executable, "-m", "adk_session_heal", *scan[1].split()],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert scanned.returncode == 0, scanned.stdout + scanned.stderr  # healed: nothing to heal

@@ -211,7 +211,8 @@ def test_superseded_matches_adk_provably_dead_call_ids(ops: list) -> None:
 
     ADK's `_provably_dead_call_ids` also counts as dead what we keep `pending`: a
     tool call whose confirmation request an older invocation abandoned. We never
-    heal those by default, so they are the only allowed difference.
+    heal those by default; nor the dead calls a heal would make worse
+    (`malformed`, `out_of_turn`). Those are the only allowed difference.
     """
     events = build(ops).events
     newest = next(
@@ -221,9 +222,10 @@ def test_superseded_matches_adk_provably_dead_call_ids(ops: list) -> None:
     adk_dead = _provably_dead_call_ids(events, all_events=events, newest_invocation_id=newest)
     findings = classify(events, now=NOW)
     ours = {c.call_id for c in findings.calls if c.status is CallStatus.SUPERSEDED}
-    pending = {c.call_id for c in findings.calls if c.status is CallStatus.PENDING}
+    kept = {c.call_id for c in findings.calls if c.status in (
+        CallStatus.PENDING, CallStatus.MALFORMED, CallStatus.OUT_OF_TURN)}
     assert ours <= adk_dead
-    assert adk_dead - ours <= pending
+    assert adk_dead - ours <= kept
 
 
 def test_a_heal_stored_after_later_turns_does_not_supersede_the_newest_invocation() -> None:
@@ -276,6 +278,33 @@ def test_the_tool_run_ledger_keeps_live_leases_and_ends_dead_runs_at_once() -> N
     # The clock skew stretches a lease for a reader whose clock runs ahead.
     skewed = with_tool_runs(findings, {expired: runs[expired]}, now=NOW, clock_skew=2)
     assert {c.call_id: c.status for c in skewed.calls}[expired] is CallStatus.IN_FLIGHT
+
+
+def test_a_live_lease_keeps_its_whole_call_event_in_flight() -> None:
+    """Parallel calls: while one still holds its lease, the runner will answer them all in one
+    event, so a sibling that finished, failed or has no record is in flight too (that holder
+    named), even superseded; once no lease of the event is alive, each is decided by its own."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    slow, done, failed, unrecorded = (str(i) for i in h.calls("f", "f", "f", "f"))
+    other = h.call("f")
+    h.user("again")
+    runs = {slow: _run(slow, "started", NOW + 5), done: _run(done, "finished", NOW - 1, {"ok": 1}),
+            failed: _run(failed, "failed", NOW - 1), other: _run(other, "finished", NOW - 1)}
+    findings = classify(h.events, now=NOW)
+    assert {c.status for c in findings.calls} == {CallStatus.SUPERSEDED}
+    fixed = with_tool_runs(findings, runs, now=NOW)
+    got = {c.call_id: (c.status, c.lease_holder) for c in fixed.calls}
+    assert got == {slow: (CallStatus.IN_FLIGHT, "h/7"), done: (CallStatus.IN_FLIGHT, "h/7"),
+                   failed: (CallStatus.IN_FLIGHT, "h/7"),
+                   unrecorded: (CallStatus.IN_FLIGHT, "h/7"),
+                   other: (CallStatus.SUPERSEDED, None)}  # another call event: its own record
+    assert [c.call_id for c in fixed.dead] == [other]
+    later = with_tool_runs(findings, runs, now=NOW + 6)  # the slow call's lease ran out
+    outcomes = {c.call_id: (c.status, c.outcome) for c in later.calls}
+    assert outcomes[slow] == (CallStatus.SUPERSEDED, CallOutcome.MAY_HAVE_RUN)
+    assert outcomes[done] == (CallStatus.SUPERSEDED, CallOutcome.FINISHED_RESULT_LOST)
+    assert outcomes[unrecorded] == (CallStatus.SUPERSEDED, CallOutcome.UNKNOWN)
 
 
 def test_a_heal_answers_with_the_ledger_s_outcome_or_the_recovered_result() -> None:

@@ -17,7 +17,9 @@ layout at hand for a native write (see :data:`DAMAGES`).
 The layouts: ``DatabaseSessionService`` on SQLite, PostgreSQL and MariaDB,
 ADK's ``SqliteSessionService``, ``InMemorySessionService``, ADK's
 ``RedisSessionService``, and the append fallback (an in-memory service that
-overrides ``append_event``, so the wrapper may only write through it).
+overrides ``append_event``, so the wrapper may only write through it; and a
+``DatabaseSessionService`` on SQLite that does, which reads by timestamp, so its
+stored order is checked like the direct writers').
 
 The default run is small (``FUZZ_STORES_EXAMPLES``, default 4 per layout,
 plus the explicit examples); set ``FUZZ_STORES_EXAMPLES=200`` for a long hunt.
@@ -65,12 +67,22 @@ NOW = 1_700_100_000.0
 """The clock of every healer (wrapper and repair): histories end well before it."""
 
 USER = "fuzz-user"
-LAYOUTS = ["memory", "append", "adk_sqlite", "db_sqlite", "db_postgres", "db_mariadb", "redis"]
+LAYOUTS = ["memory", "append", "append_db", "adk_sqlite", "db_sqlite", "db_postgres",
+           "db_mariadb", "redis"]
 EXAMPLES = int(os.environ.get("FUZZ_STORES_EXAMPLES", "4"))
 
 STALE_AFTER = {"superseded only": None, "stale after 1 s": 1.0, "in flight": 1e7}
 """Policies: heal only superseded calls; also the newest invocation's; ``stale_after`` set
 but above every call's age (so the newest invocation's calls are in flight)."""
+
+
+class AppendOnlyDatabase(DatabaseSessionService):
+    """ADK's database service the wrapper cannot write to directly: it overrides append_event."""
+
+    @override
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Appends through ADK's database service, unchanged."""
+        return await super().append_event(session, event)
 
 
 class AppendOnlyInMemory(InMemorySessionService):
@@ -166,6 +178,10 @@ async def _layout(name: str, tmp_path: Path) -> AsyncIterator[FuzzLayout]:
     elif name == "append":
         append_only = AppendOnlyInMemory()
         yield FuzzLayout(name, lambda: append_only)
+    elif name == "append_db":
+        path = tmp_path / "append.db"
+        url = f"sqlite+aiosqlite:///{path}"
+        yield FuzzLayout(name, lambda: AppendOnlyDatabase(url), None, path)
     elif name == "adk_sqlite":
         path = tmp_path / "adk.db"
         yield FuzzLayout(name, lambda: SqliteSessionService(str(path)), f"sqlite:///{path}", path)

@@ -19,7 +19,7 @@ IO = ("asyncio", "click", "rich", "alembic", "opentelemetry", "socket", "subproc
 
 PURE = ("session_key", "event_access", "pairing", "invocations", "findings", "policy",
         "heal_plan", "healing", "heal_record", "adk_compat", "formats", "validators",
-        "provider_rules", "request_repair", "messages", "removal_rule")
+        "provider_rules", "request_repair", "messages", "unhealable", "removal_rule")
 """The pure core: decisions on plain data."""
 
 
@@ -55,7 +55,7 @@ def test_the_core_does_no_io(name: str) -> None:
 
 
 VERSION_SPECIFIC = ("google.adk.version", "google.adk.sessions.schemas.shared",
-                    "google.adk.events._abort_events")
+                    "google.adk.events._abort_events", "google.adk.flows.llm_flows.functions")
 """ADK modules whose contents differ across the supported versions (1.22 to 2.x)."""
 
 
@@ -91,6 +91,7 @@ def test_the_checks_can_fail() -> None:
     assert "sqlalchemy" in {n.split(".")[0] for n in _imports(PACKAGE / "store" / "sql_tables.py")}
     assert _offending(PACKAGE / "store" / "sql_tables.py", STORAGE) != []
     assert "google.adk.version" in _adk_names(PACKAGE / "adk_compat.py")
+    assert "google.adk.flows.llm_flows.functions" in _adk_names(PACKAGE / "adk_compat.py")
 
 
 SCAN_PATH = ("bulk", "scan_report", "findings", "healing", "heal_plan", "event_access",

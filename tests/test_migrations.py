@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import signal
 import sqlite3
 import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -140,7 +143,7 @@ def run_sql(store: Store, script: str) -> None:
 
 
 async def ledger_schema(store: Store) -> dict[str, Any]:
-    """Our two tables as the database describes them (columns, keys, DDL) and the version rows."""
+    """Our tables as the database describes them (columns, keys, DDL) and the version rows."""
     if store.sqlite_path is not None:
         with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             ddl = sorted((kind, name, table, " ".join((sql or "").split()))  # tabs vs spaces
@@ -251,7 +254,7 @@ async def test_downgrade_sql_prints_drops_and_writes_nothing(adk_store: Store) -
 
 async def test_downgrade_to_base_drops_only_our_tables_then_upgrade_again(
         adk_store: Store) -> None:
-    """db downgrade base --yes drops our two tables only; the heals written into sessions stay,
+    """db downgrade base --yes drops our seven tables only; the heals written into sessions stay,
     db upgrade recreates an empty ledger, and nothing is healed twice."""
     await fill(adk_store, crashed_histories())
     assert cli("db", "upgrade", adk_store.url).exit_code == 0
@@ -441,3 +444,248 @@ async def test_a_ledger_left_at_0001_keeps_recording_heals_until_upgraded(adk_st
     finally:
         await runs.close()
     assert "adk_session_heal_tool_runs" in await table_names(adk_store)
+
+
+# ---- migrations survive real use, failures and kills (issue 28, point 6) ----
+
+VERSION_TABLE = "adk_session_heal_alembic_version"
+OUR_TABLES: dict[str | None, set[str]] = {None: set()}
+for _revision, _added in (
+        ("0001", {"adk_session_heal_ledger", VERSION_TABLE}),
+        ("0002", {"adk_session_heal_tool_runs"}),
+        ("0003", {"adk_session_heal_removals"}),
+        ("0004", {"adk_session_heal_runs"}),
+        ("0005", {"adk_session_heal_watermarks", "adk_session_heal_unsettled"}),
+        ("0006", {"adk_session_heal_resolutions"})):
+    OUR_TABLES[_revision] = OUR_TABLES[list(OUR_TABLES)[-1]] | _added
+"""Our tables at each revision, written out here independently of the package's own map."""
+
+HEAL_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
+LEDGER_0003_COLUMNS = ("id", *HEAL_KEY, "call_event_id", "invocation_id", "call_ids",
+                       "tool_names", "reason", "trigger", "healed_at")
+
+
+async def ours(store: Store) -> set[str]:
+    """Our tables in the store (anything named adk_session_heal*)."""
+    return {t for t in await table_names(store) if t.startswith("adk_session_heal")}
+
+
+async def ledger_rows(store: Store) -> list[dict[str, Any]]:
+    """Every heal-ledger row, oldest first, as the database holds it."""
+    engine = create_async_engine(store.url if store.sqlite_path is None
+                                 else f"sqlite+aiosqlite:///{store.sqlite_path}")
+    try:
+        async with engine.connect() as conn:
+            result = await conn.execute(text("SELECT * FROM adk_session_heal_ledger ORDER BY id"))
+            return [dict(row._mapping) for row in result]
+    finally:
+        await engine.dispose()
+
+
+def run_id(*args: str) -> str:
+    """Runs a repair command with --json and returns its run id."""
+    result = cli(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.stdout)["run_id"])
+
+
+def real_use(store: Store, *, app: str = "app") -> None:
+    """The README's operator commands: repair, undo it, repair again (the same heals, recorded
+    by two runs), incremental scan and repair, and an operator's resolution."""
+    url = store.url
+    assert cli("db", "upgrade", url).exit_code == 0
+    first = run_id("repair", url, "--app", app, "--yes")
+    assert cli("repair", url, "--undo", first, "--yes").exit_code == 0
+    run_id("repair", url, "--app", app, "--yes")
+    assert cli("scan", url, "--incremental").exit_code in (0, 1)
+    assert cli("repair", url, "--incremental", "--yes").exit_code == 0
+    resolved = cli("review", "resolve", "call-1", url, "--app", app, "--session", "dead",
+                   "--result", '{"temperature": 21}', "--by", "alice", "--yes")
+    assert resolved.exit_code == 0, resolved.output
+
+
+async def test_downgrade_to_base_and_back_up_after_real_use(adk_store: Store) -> None:
+    """After repair, undo, repair, incremental runs and a resolution, db downgrade goes to 0003
+    (a heal recorded by two runs keeps its newest row: 0003 holds one per heal) and to base,
+    db current tells the truth at each, the session events never change, and db upgrade, scan
+    --incremental and repair work again."""
+    await fill(adk_store, crashed_histories())
+    real_use(adk_store)
+    events = await events_rows(adk_store)
+    rows = await ledger_rows(adk_store)
+    newest = {tuple(r[c] for c in HEAL_KEY): r for r in rows}
+    assert len(newest) < len(rows), "no heal was recorded twice: nothing to test"
+
+    down = cli("db", "downgrade", adk_store.url, "0003", "--yes")
+    assert down.exit_code == 0, down.output
+    assert "revision 0003" in cli("db", "current", adk_store.url).stdout
+    assert await ours(adk_store) == OUR_TABLES["0003"]
+    kept = await ledger_rows(adk_store)
+    assert [{c: r[c] for c in LEDGER_0003_COLUMNS} for r in kept] == sorted(
+        ({c: r[c] for c in LEDGER_0003_COLUMNS} for r in newest.values()),
+        key=lambda r: r["id"])
+    assert set(kept[0]) == set(LEDGER_0003_COLUMNS)
+
+    down = cli("db", "downgrade", adk_store.url, "base", "--yes")
+    assert down.exit_code == 0, down.output
+    assert "revision none" in cli("db", "current", adk_store.url).stdout
+    assert await ours(adk_store) == set()
+    assert cli("db", "downgrade", adk_store.url, "base", "--yes").exit_code == 0  # again: no-op
+    assert await events_rows(adk_store) == events
+
+    assert "revision 0006" in cli("db", "upgrade", adk_store.url).stdout
+    assert await ours(adk_store) == OUR_TABLES["0006"]
+    assert cli("scan", adk_store.url, "--incremental").exit_code in (0, 1)
+    assert cli("repair", adk_store.url, "--incremental", "--yes").exit_code == 0
+    assert cli("repair", adk_store.url, "--yes").exit_code == 0
+    assert await events_rows(adk_store) == events  # nothing healed twice
+
+
+@pytest.mark.parametrize("kind", ["db_sqlite", "postgres"])
+async def test_a_failed_step_is_rolled_back_whole_and_the_line_says_where_it_stays(
+        kind: str, tmp_path: Path) -> None:
+    """A DBA's view on a ledger column makes 0004's downgrade fail: the steps before it stay
+    done, that one is rolled back whole (SQLite and PostgreSQL have transactional DDL), the
+    error is one line naming the step and the revision kept, without a URL hint, and once the
+    view is gone the same command finishes."""
+    async for store in make_store(kind, tmp_path):
+        await fill(store, crashed_histories())
+        real_use(store)
+        rows = await ledger_rows(store)
+        run_sql(store, "CREATE VIEW heal_runs AS SELECT run_id FROM adk_session_heal_ledger;")
+        failed = cli("db", "downgrade", store.url, "base", "--yes")
+        assert_one_line_error(failed, "from 0004 to 0003", "stays at revision 0004")
+        assert "check the URL" not in failed.stderr
+        assert "revision 0004" in cli("db", "current", store.url).stdout
+        assert await ours(store) == OUR_TABLES["0004"]
+        assert await ledger_rows(store) == rows  # the dedupe of the failed step rolled back too
+        run_sql(store, "DROP VIEW heal_runs;")
+        assert cli("db", "downgrade", store.url, "base", "--yes").exit_code == 0
+        assert await ours(store) == set()
+
+
+def killed(kill_at: int, *args: str) -> tuple[int, int]:
+    """Runs a CLI command in a child SIGKILLed after its ``kill_at``-th write (0: never);
+    returns its exit code and the writes it counted (when it was not killed)."""
+    child = subprocess.run([sys.executable, str(Path(__file__).parent / "migration_kill.py"),
+                            str(kill_at), *args], capture_output=True, text=True, timeout=180,
+                           check=False)
+    writes = [line for line in child.stderr.splitlines() if line.startswith("writes: ")]
+    if child.returncode != -signal.SIGKILL:
+        assert child.returncode == 0, child.stderr
+    return child.returncode, int(writes[0].split()[1]) if writes else 0
+
+
+async def assert_told_truly(store: Store, *, finish: bool) -> None:
+    """db current after a kill: a revision whose tables are all there (SQLite, PostgreSQL:
+    always), or, on MariaDB, one line naming the interrupted step and the command that
+    finishes it; with ``finish``, that command is run and must finish the step."""
+    from adk_session_heal.errors import LedgerError
+
+    try:
+        revision = await migrate.current(store.url)
+    except LedgerError as exc:
+        assert store.kind == "mariadb", exc  # DDL commits statement by statement only there
+        message = str(exc)
+        assert "part-way" in message and "\n" not in message, message
+        if not finish:
+            return
+        command = message.split("`")[1].split()
+        assert command[0] == "adk-session-heal", message
+        finished = cli(*command[1:])
+        assert finished.exit_code == 0, finished.output
+        revision = await migrate.current(store.url)
+    found = await ours(store)
+    if revision is None and store.kind == "mariadb":
+        # Alembic creates its version table first, and MariaDB commits that at once: empty,
+        # it still means base (the next db command uses it, or drops it going to base).
+        found.discard(VERSION_TABLE)
+    assert found == OUR_TABLES[revision]
+
+
+@pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
+async def test_a_migration_killed_at_any_write_is_told_truly_and_a_rerun_finishes(
+        kind: str, tmp_path: Path) -> None:
+    """SIGKILL after a random write statement of `db downgrade URL base` and of `db upgrade`
+    (one point in each quarter of the run, over the data real use leaves): db current names a
+    revision whose tables are all there, or (MariaDB) the interrupted step and the command that
+    finishes it (run every other time); the same command rerun then finishes; session events
+    never change."""
+    chooser = random.Random()
+    seed = chooser.randrange(2**32)
+    chooser.seed(seed)
+    async for store in make_store(kind, tmp_path):
+        await fill(store, crashed_histories())
+        real_use(store)
+        events = await events_rows(store)
+        _, writes_down = killed(0, "db", "downgrade", store.url, "base", "--yes")
+        _, writes_up = killed(0, "db", "upgrade", store.url)
+        assert writes_down > 10 and writes_up > 10
+        for quarter in range(4):
+            app = f"app{quarter}"
+            await fill(store, crashed_histories(), app=app)
+            real_use(store, app=app)
+            events = await events_rows(store)
+            for command, writes in ((["db", "downgrade", store.url, "base", "--yes"],
+                                     writes_down), (["db", "upgrade", store.url], writes_up)):
+                kill_at = 1 + int((quarter + chooser.random()) * writes / 4)
+                code, _ = killed(kill_at, *command)
+                context = f"seed {seed}: {command[1]} killed at write {kill_at} of {writes}"
+                assert code == -signal.SIGKILL, context
+                await assert_told_truly(store, finish=quarter % 2 == 0)
+                rerun = cli(*command)
+                assert rerun.exit_code == 0, (context, rerun.output)
+                target = None if command[1] == "downgrade" else "0006"
+                assert await migrate.current(store.url) == target, context
+                assert await ours(store) == OUR_TABLES[target], context
+                assert await events_rows(store) == events, context
+
+
+async def test_db_current_notices_any_table_of_ours_missing(tmp_path: Path) -> None:
+    """With any one of our tables dropped by hand, db current says in one line that the tables
+    do not match the revision (or which step was interrupted), never just the revision."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        pristine = store.sqlite_path.read_bytes()
+        for table in sorted(OUR_TABLES["0006"] - {VERSION_TABLE}):
+            store.sqlite_path.write_bytes(pristine)
+            with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+                db.execute(f"DROP TABLE {table}")
+            assert_one_line_error(cli("db", "current", store.url), "0006", table)
+
+
+async def test_tables_changed_by_hand_are_one_line_and_downgrade_base_rebuilds(
+        tmp_path: Path) -> None:
+    """A table dropped by hand that no interrupted step explains: db current and db upgrade
+    say so in one line (the fix named), and db downgrade base then upgrade rebuild them."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        with closing(sqlite3.connect(store.sqlite_path)) as db, db:
+            db.execute("DROP TABLE adk_session_heal_tool_runs")
+        assert_one_line_error(cli("db", "current", store.url), "do not match", "0006",
+                              "missing adk_session_heal_tool_runs", "db downgrade")
+        assert_one_line_error(cli("db", "upgrade", store.url), "do not match")
+        assert cli("db", "downgrade", store.url, "base", "--yes").exit_code == 0
+        assert await ours(store) == set()
+        assert "revision 0006" in cli("db", "upgrade", store.url).stdout
+
+
+async def test_relative_revisions_step_from_the_current_one(tmp_path: Path) -> None:
+    """-1, +1 and head-2 count from the current revision (or the one named); a step past
+    either end is one line (``--`` lets click take ``-1`` as an argument)."""
+    async for store in make_store("db_sqlite", tmp_path):
+        await fill(store, {"ok": crashed_histories()["ok"]})
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert "revision 0005" in cli("db", "downgrade", "--yes", store.url, "--", "-1").stdout
+        assert "revision 0006" in cli("db", "upgrade", store.url, "--revision", "+1").stdout
+        assert "revision 0004" in cli("db", "downgrade", store.url, "head-2", "--yes").stdout
+        assert "revision 0002" in cli("db", "downgrade", store.url, "0003-1", "--yes").stdout
+        assert_one_line_error(cli("db", "downgrade", "--yes", store.url, "--", "-3"), "'-3'",
+                              "past the first revision")
+        assert_one_line_error(cli("db", "upgrade", store.url, "--revision", "+5"), "'+5'")
+        assert_one_line_error(cli("db", "upgrade", store.url, "--revision=-1"), "wrong way")
+        assert "revision 0002" in cli("db", "current", store.url).stdout

@@ -1,22 +1,37 @@
 """Odd but legal calls: ids shared by parallel calls, empty names, ids reused across invocations.
 
 Each heal must answer every dead call once and leave a history every provider rule
-accepts (and that ADK's LiteLlm adapter converts) whenever the calls themselves allow it.
+accepts (and that ADK's LiteLlm adapter converts) whenever the calls themselves allow it,
+and must never make the request ADK builds worse (the seeded fuzz at the end, over
+``tests/adk_matrix/odd_histories.py``, which the reader matrix also runs against each
+supported ADK). Calls a heal would make worse are covered in ``test_unhealable.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
+import logging
+import os
+import sys
+from pathlib import Path
 
 import pytest
 from google.adk.events.event import Event
-from google.genai import types
 from test_healing import NOW, heal
 
 from adk_session_heal.findings import CallStatus, classify
 from adk_session_heal.testing import History
 from adk_session_heal.validators import PROVIDERS, provider_problems
+
+sys.path.insert(0, str(Path(__file__).parent / "adk_matrix"))
+
+from odd_histories import compare, describe, harms, seeded_ops  # noqa: E402
+
+ODD_HISTORIES = int(os.environ.get("ODD_HISTORIES", "10000"))
+"""Seeded histories the fuzz below builds (``ODD_HISTORIES=100000`` for a long hunt)."""
+
+LITELLM_HISTORIES = int(os.environ.get("ODD_LITELLM_HISTORIES", "2000"))
+"""Of those, how many also go through ADK's LiteLlm adapter (slower: about 4x)."""
 
 
 def all_problems(events: list[Event]) -> dict[str, list[str]]:
@@ -24,37 +39,16 @@ def all_problems(events: list[Event]) -> dict[str, list[str]]:
     return {p: [x.code for x in provider_problems(events, p)] for p in PROVIDERS}
 
 
-def shared_id_history(answer: tuple[str, ...]) -> History:
-    """Two parallel calls (``a``, ``b``) sharing the id ``x``; ``answer`` names those answered."""
+def test_parallel_calls_sharing_an_id_both_answered_are_not_dead() -> None:
+    """Two responses with the shared id answer the two calls, one each: nothing to heal."""
     h = History(start=NOW - 1000)
     h.user("two things")
     h.calls("a", "b", ids=["x", "x"])
-    if answer:
-        h.respond(*(("x", name) for name in answer))
+    h.respond(("x", "a"), ("x", "b"))
     h.user("next")
-    return h
-
-
-def test_parallel_calls_sharing_an_id_both_answered_are_not_dead() -> None:
-    """Two responses with the shared id answer the two calls, one each: nothing to heal."""
-    events = shared_id_history(("a", "b")).events
-    statuses = [c.status for c in classify(events, now=NOW).calls]
+    statuses = [c.status for c in classify(h.events, now=NOW).calls]
     assert statuses == [CallStatus.ANSWERED, CallStatus.ANSWERED]
-    assert heal(events) == events
-
-
-@pytest.mark.parametrize("answered", [(), ("a",)], ids=["both-dead", "one-dead"])
-def test_parallel_calls_sharing_an_id_get_one_answer_each(answered: tuple[str, ...]) -> None:
-    """Dead calls sharing an id get exactly the missing answers; every provider rule passes."""
-    events = shared_id_history(answered).events
-    healed = heal(events)
-    (synthetic,) = [e for e in healed if e not in events]
-    assert [(r.id, r.name) for r in synthetic.get_function_responses()] == [
-        ("x", n) for n in ("a", "b")[len(answered):]]
-    assert [c.status for c in classify(healed, now=NOW).calls] == [CallStatus.ANSWERED] * 2
-    assert heal(healed) == healed
-    if not answered:  # one response event after the call: every rule is met
-        assert all_problems(healed) == {p: [] for p in PROVIDERS}
+    assert heal(h.events) == h.events
 
 
 def test_ids_reused_across_invocations_heal_only_the_dead_occurrence() -> None:
@@ -74,22 +68,41 @@ def test_ids_reused_across_invocations_heal_only_the_dead_occurrence() -> None:
     assert all_problems(healed) == {p: [] for p in PROVIDERS}
 
 
-def test_a_nameless_dead_call_gets_a_response_with_the_same_empty_name() -> None:
-    """The heal copies the call's empty name; every rule passes; LiteLlm refuses only the call."""
-    lite_llm = importlib.import_module("google.adk.models.lite_llm")  # needs litellm (dev extra)
-    h = History(start=NOW - 1000)
-    h.user("q")
-    h.calls("", ids=["n1"])
-    h.user("next")
-    healed = heal(h.events)
-    (response,) = healed[2].get_function_responses()
-    assert (response.id, response.name) == ("n1", "")
-    assert all_problems(healed) == {p: [] for p in PROVIDERS}
+def _fuzz(count: int, *, litellm: bool) -> tuple[int, list[str]]:
+    """Compares ``count`` seeded histories; returns how many were healed and what got worse."""
+    async def run() -> tuple[int, list[str]]:
+        healed, worse = 0, []
+        for seed in range(count):
+            ops, stale_after = seeded_ops(seed)
+            comparison = await compare(ops, stale_after, litellm=litellm)
+            healed += comparison.heals > 0
+            harm = harms(comparison)
+            if harm:
+                worse.append(f"history {seed} {ops!r}: {harm}\n{describe(comparison.healed)}")
+        return healed, worse
 
-    async def to_litellm(content: types.Content) -> object:
-        return await lite_llm._content_to_message_param(content)
+    logging.disable(logging.WARNING)  # ADK warns of every call it drops and result it pads
+    try:
+        return asyncio.run(run())
+    finally:
+        logging.disable(logging.NOTSET)
 
-    message = asyncio.run(to_litellm(healed[2].content))  # the heal converts: a tool message
-    assert message["role"] == "tool" and message["tool_call_id"] == "n1"
-    with pytest.raises(ValueError, match="require a name"):  # the call never did, healed or not
-        asyncio.run(to_litellm(healed[1].content))
+
+@pytest.mark.slow
+def test_healing_never_makes_the_request_adk_builds_worse() -> None:
+    """10,000 seeded odd histories, each followed by the user's next message: the request the
+    installed ADK builds after healing is refused by no provider that accepted it before, and
+    names no call that it showed unharmed before."""
+    healed, worse = _fuzz(ODD_HISTORIES, litellm=False)
+    assert not worse, f"{len(worse)} of {ODD_HISTORIES} made worse; first:\n{worse[0]}"
+    assert healed > ODD_HISTORIES // 10  # the fuzz heals, it does not only leave alone
+
+
+@pytest.mark.slow
+def test_healing_never_makes_what_litellm_sends_worse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through ADK's LiteLlm adapter: never a refusal (a call without a name) or an
+    OpenAI Chat problem that the request without healing did not have."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
+    healed, worse = _fuzz(LITELLM_HISTORIES, litellm=True)
+    assert not worse, f"{len(worse)} of {LITELLM_HISTORIES} made worse; first:\n{worse[0]}"
+    assert healed > LITELLM_HISTORIES // 10

@@ -13,6 +13,7 @@ from adk_session_heal.pairing import (
     Step,
     answered_once,
     pair,
+    repeated_ids,
     response_owners,
 )
 
@@ -139,3 +140,10 @@ def test_answered_once_fails_at_every_other_shape() -> None:
     assert not answered_once([([(None, "f")], ()), ((), [(None, "f")])])
     assert not answered_once([call, answer, call, answer])
     assert not answered_once([([("a", "f")], [("a", "f")])])
+
+
+def test_repeated_ids_names_the_ids_two_calls_of_one_step_carry() -> None:
+    """Only ids carried twice within the step count; id-less calls never do."""
+    assert repeated_ids([("x", "a"), ("y", "b"), ("x", "c"), (None, "d"), (None, "d")]) == {"x"}
+    assert repeated_ids([("x", "a")]) == frozenset()
+    assert repeated_ids([("x", "a"), ("y", "a")]) == frozenset()

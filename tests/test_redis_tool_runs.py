@@ -16,7 +16,7 @@ from conftest import close_redis
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from servers import REDIS_URL, temporary_redis_prefix
 from stores import APP, USER
-from tool_run_kill import run_until_killed
+from tool_run_kill import run_until_killed, watch_then_kill
 
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.bulk import repair
@@ -67,6 +67,7 @@ async def test_records_count_attempts_and_refuse_stale_writers(
     assert not await ledger.finish(first, RunState.FINISHED, time.time(), '{"a": 1}', False)
     assert await ledger.renew(second, time.time() + 60)
     assert await ledger.finish(second, RunState.FINISHED, time.time(), '{"a": 2}', False)
+    assert not await ledger.renew(second, time.time() + 99)  # a late heartbeat: no lease left
     stored = (await ledger.runs(key, ["c-1", "nope"]))
     assert list(stored) == ["c-1"] and stored["c-1"].result == {"a": 2}
     attempts = await asyncio.gather(*(ledger.start(_run("same")) for _ in range(5)))
@@ -118,3 +119,46 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
     after = await repair(url, policy=HealPolicy(stale_after=0, clock_skew=0),
                          now=run.lease_until + 0.5, ledger=False)
     assert after.heals == []
+
+
+async def test_a_plain_def_tool_holds_its_redis_lease_until_its_process_is_killed(
+        prefix: str, ledger: RedisToolRunLedger, tmp_path: Path) -> None:
+    """A plain `def` tool blocking the runner's loop for 3 leases on ADK's Redis sessions is
+    never healed by another process's wrapper (clock_skew=0); SIGKILLed, it is: may_have_run."""
+
+    def service() -> RedisSessionService:
+        return RedisSessionService(RedisSessionServiceConfig(uri=REDIS_URL, key_prefix=prefix))
+
+    adk = service()
+    session = await adk.create_session(app_name=APP, user_id=USER)
+    await close_redis(adk)
+    await watch_then_kill(f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}", session.id,
+                          "during_sync_tool", tmp_path, service, ledger, close_redis)
+
+
+async def test_a_copy_renews_from_another_thread_s_event_loop(prefix: str) -> None:
+    """open_copy over a RedisSessionService's own client: a client and pool of its own with
+    the same settings (database, decoding), used from another thread's loop; closing it
+    leaves the service's client open."""
+    adk = RedisSessionService(RedisSessionServiceConfig(uri=f"{REDIS_URL[:-2]}/3",
+                                                        key_prefix=prefix))
+    ledger = RedisToolRunLedger.from_service(adk)
+    try:
+        run = replace(_run("c-1"), attempt=await ledger.start(_run("c-1")))
+        copy = ledger.open_copy()
+        assert copy._client is not ledger._client and copy.key_prefix == prefix
+
+        async def renew_then_close() -> tuple[bool, dict[str, ToolRun]]:
+            try:
+                return (await copy.renew(run, run.lease_until + 5),
+                        await copy.runs(SessionKey(APP, USER, "s-1")))
+            finally:
+                await copy.close()
+
+        renewed, seen = await asyncio.to_thread(asyncio.run, renew_then_close())
+        assert renewed and seen["c-1"].lease_until == run.lease_until + 5
+        assert (await ledger.runs(SessionKey(APP, USER, "s-1")))["c-1"] == seen["c-1"]
+        assert await ledger.renew(run, run.lease_until + 6)  # the service's client: still open
+    finally:
+        await adk._get_redis().delete(ledger.hash_key(SessionKey(APP, USER, "s-1")))
+        await close_redis(adk)

@@ -21,6 +21,7 @@ from stores import (
     fill,
     make_store,
     snapshot,
+    unhealable_histories,
 )
 
 from adk_session_heal.bulk import scan, scan_service
@@ -78,6 +79,35 @@ async def test_scan_matches_classifying_what_adk_reads(adk_store: Store) -> None
         if closer:
             await closer()
     assert sorted(report.dead_calls, key=repr) == sorted(expected, key=repr)
+
+
+async def test_scan_reports_calls_a_heal_would_make_worse_and_repair_leaves_them(
+        adk_store: Store) -> None:
+    """Nameless, id-sharing and out-of-turn dead calls are listed apart, with why, and repair
+    heals only the call beside them."""
+    from adk_session_heal.bulk import repair
+    from adk_session_heal.policy import HealPolicy
+
+    await fill(adk_store, unhealable_histories())
+    report = await scan(adk_store.url, now=NOW)
+    assert _ids(report.unhealable_calls) == [
+        ("late", "call-1", "out_of_turn"), ("nameless", "n1", "malformed"),
+        ("shared", "x", "malformed"), ("shared", "x", "malformed")]
+    assert _ids(report.dead_calls) == [("fine", "call-1", "superseded")]
+    assert report.counts()["unhealable_calls"] == 4
+    assert "4 unanswered calls never healed (a heal would break ADK's request)" in (
+        report.summary_line())
+    assert {r["kind"] for r in report.records()} >= {"unhealable_call", "dead_call"}
+    whys = {e.status: e.to_json(NOW)["why"] for e in report.unhealable_calls}
+    assert "never healed" in whys["malformed"] and "Gemini" in whys["out_of_turn"]
+
+    repaired = await repair(adk_store.url, policy=HealPolicy(clock_skew=0), now=NOW,
+                            ledger=False)
+    assert [(h.record.session_id, tuple(h.record.call_ids)) for h in repaired.heals] == [
+        ("fine", ("call-1",))]
+    again = await scan(adk_store.url, now=NOW)
+    assert _ids(again.unhealable_calls) == _ids(report.unhealable_calls)
+    assert again.dead_calls == []
 
 
 async def test_scan_is_read_only(adk_store: Store) -> None:

@@ -27,7 +27,7 @@ import pytest
 from stores import APP, USER, Store, close, crashed_histories, fill, make_store
 from test_cli import assert_one_line_error, cli
 
-from adk_session_heal.bulk import scan
+from adk_session_heal.bulk import repair, scan
 from adk_session_heal.errors import ReadOnlyStoreError
 
 NOW = 1_700_100_000.0
@@ -210,3 +210,112 @@ async def test_a_read_only_file_without_a_journal_scans_but_repair_fails_in_one_
             assert cli("scan", store.url).exit_code == 1
             assert_one_line_error(cli("repair", store.url, "--yes", "--no-ledger"),
                                   "refuses writes")
+
+
+# ---- read-only files and folders with nothing to recover (issue 28, point 7) ----
+
+
+def files_in(folder: Path) -> dict[str, bytes]:
+    """Every file in ``folder`` with its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def assert_denies_writes(folder: Path) -> None:
+    """Checks for real that root cannot create a file in ``folder``."""
+    with pytest.raises(OSError):
+        (folder / "probe").write_bytes(b"x")
+
+
+@contextmanager
+def read_only_folder(folder: Path, how: str) -> Iterator[Path]:
+    """Yields ``folder`` made read-only for root: ``bind``, a read-only bind mount of it
+    (yielded at the mount point), or ``chattr``, its immutable flag; skips if unavailable."""
+    if how == "chattr":
+        with immutable(folder):
+            assert_denies_writes(folder)
+            yield folder
+        return
+    mount_point = folder.with_name(f"{folder.name}-ro")
+    mount_point.mkdir()
+    made = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(mount_point)],
+                          capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"a read-only bind mount is not available here: {made.stderr.strip()}")
+    try:
+        assert_denies_writes(mount_point)
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+async def ledgered_store(kind: str, tmp_path: Path, *, wal: bool) -> Store:
+    """A store of ``kind`` in a folder of its own, filled through ADK, with the ledger
+    installed and (``wal``) in WAL mode, no writer left: nothing to recover."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    async for store in make_store(kind, folder):
+        await fill(store, crashed_histories())
+        assert cli("db", "upgrade", store.url).exit_code == 0
+        assert store.sqlite_path is not None
+        if wal:
+            with closing(sqlite3.connect(store.sqlite_path)) as db:
+                assert db.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+        assert files_in(folder).keys() == {store.sqlite_path.name}
+        return store
+    raise AssertionError("no store")
+
+
+def moved(store: Store, folder: Path) -> Store:
+    """The same store, reached through ``folder`` (a mount point of its folder)."""
+    assert store.sqlite_path is not None
+    scheme = store.url.split(":///", 1)[0]
+    return Store(store.kind, f"{scheme}:///{folder / store.sqlite_path.name}")
+
+
+@pytest.mark.parametrize("how", ["bind", "chattr"])
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite"])
+async def test_a_read_only_folder_is_scanned_and_each_write_is_refused_in_one_line(
+    kind: str, wal: bool, how: str, tmp_path: Path
+) -> None:
+    """A folder root cannot write to (read-only mount, immutable flag), with nothing to
+    recover: scan reads it (a WAL file as immutable, since no -shm can be made there) and
+    finds the dead calls; repair, scan --incremental and db downgrade each say in one line
+    that the file cannot be written there and what to do, exit 2; no byte changes."""
+    store = await ledgered_store(kind, tmp_path, wal=wal)
+    assert store.sqlite_path is not None
+    before = files_in(store.sqlite_path.parent)
+    with read_only_folder(store.sqlite_path.parent, how) as folder:
+        seen = moved(store, folder)
+        found = cli("scan", seen.url, "--json")
+        assert found.exit_code == 1, found.output
+        assert len(json.loads(found.stdout)["dead_calls"]) == 3
+        assert len((await scan(seen.url, now=NOW)).dead_calls) == 3
+        for command in (["repair", seen.url, "--yes"], ["repair", seen.url, "--yes",
+                                                        "--no-ledger"],
+                        ["scan", seen.url, "--incremental"],
+                        ["db", "downgrade", seen.url, "base", "--yes"]):
+            assert_one_line_error(cli(*command), "cannot be written", "only read")
+        with pytest.raises(ReadOnlyStoreError, match="cannot be written"):
+            await repair(seen.url)
+    assert files_in(store.sqlite_path.parent) == before
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
+@pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite"])
+async def test_a_read_only_file_with_its_ledger_is_scanned_and_repair_refused_in_one_line(
+    kind: str, wal: bool, tmp_path: Path
+) -> None:
+    """An immutable file in a writable folder, ledger installed: scan reads it; repair (which
+    would first record its run), repair --no-ledger and scan --incremental each say in one
+    line that the file refuses writes, exit 2; the file keeps every byte."""
+    store = await ledgered_store(kind, tmp_path, wal=wal)
+    assert store.sqlite_path is not None
+    before = store.sqlite_path.read_bytes()
+    with immutable(store.sqlite_path):
+        assert cli("scan", store.url).exit_code == 1
+        for command in (["repair", store.url, "--yes"],
+                        ["repair", store.url, "--yes", "--no-ledger"],
+                        ["scan", store.url, "--incremental"]):
+            assert_one_line_error(cli(*command), "cannot be written", "refuses writes")
+    assert store.sqlite_path.read_bytes() == before

@@ -1,11 +1,17 @@
-"""SqlToolRunLedger on every SQL layout: attempts, stale heartbeats and finishes, reads."""
+"""SqlToolRunLedger on every SQL layout: attempts, stale heartbeats and finishes, reads, copies."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Any, TypeVar
 
+import pytest
+from servers import temporary_database
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 from stores import Store, adk_store_fixture, tool_run_ledger_fixture  # noqa: F401
 
 from adk_session_heal.ledger import SqlToolRunLedger
@@ -13,6 +19,7 @@ from adk_session_heal.session_key import SessionKey
 from adk_session_heal.tool_runs import RunState, ToolRun
 
 KEY = SessionKey("app", "user", "s-1")
+_T = TypeVar("_T")
 
 
 def _run(call_id: str, attempt: int = 0, now: float | None = None) -> ToolRun:
@@ -72,3 +79,51 @@ async def test_an_announcement_never_overwrites_a_record(
     after = await ledger.runs(KEY)
     assert after["c-0"].state is RunState.STARTED and after["c-0"].attempt == 1
     assert after["c-1"] == runs["c-1"]
+
+
+async def _in_a_thread_loop(work: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Runs ``work()`` on a new event loop in another thread (as the lease heartbeat does)."""
+    return await asyncio.to_thread(asyncio.run, work())
+
+
+async def test_a_copy_renews_from_another_thread_s_event_loop(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """open_copy: the same table over an engine of its own, used from another thread's loop
+    while the original is in use; closing the copy leaves the original open."""
+    ledger = tool_run_ledger
+    run = _run("c-1", attempt=await ledger.start(_run("c-1")))
+    copy = ledger.open_copy()
+    assert copy.engine is not ledger.engine and copy.engine.url == ledger.engine.url
+
+    async def renew_then_close() -> list[bool]:
+        try:
+            return [await copy.renew(run, run.lease_until + step) for step in (1, 2)]
+        finally:
+            await copy.close()
+
+    assert await _in_a_thread_loop(renew_then_close) == [True, True]
+    assert (await ledger.runs(KEY))["c-1"].lease_until == run.lease_until + 2
+    assert await ledger.renew(run, run.lease_until + 3)  # the original still works
+
+
+@pytest.mark.postgres
+async def test_a_copy_connects_as_the_engine_it_was_given() -> None:
+    """A ledger over an engine with its own connect arguments (a session service's): the
+    copy's connections are made with them too (PostgreSQL's application_name here)."""
+    async with temporary_database("postgres") as url:
+        engine = create_async_engine(url, connect_args={
+            "server_settings": {"application_name": "adk-lease-copy"}})
+        copy = SqlToolRunLedger(engine).open_copy()
+
+        async def application_name() -> str:
+            try:
+                async with copy.engine.connect() as conn:
+                    return str((await conn.execute(
+                        text("SELECT current_setting('application_name')"))).scalar_one())
+            finally:
+                await copy.close()
+
+        try:
+            assert await _in_a_thread_loop(application_name) == "adk-lease-copy"
+        finally:
+            await engine.dispose()

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -126,3 +132,37 @@ def test_redaction_masks_password_and_query_values() -> None:
         "postgresql+asyncpg://u:***@h/db?sslpassword=REDACTED"
     )
     assert "secret" not in redact_url("weird://u:secret@h:notaport/db")
+
+
+@pytest.mark.parametrize(("folder_mode", "file_mode", "words"), [
+    (0o700, 0o644, "cannot reach the SQLite file"),  # a folder on the way it may not open
+    (0o755, 0o600, "this user may not read the SQLite file"),
+], ids=["folder", "file"])
+def test_a_sqlite_file_this_user_may_not_reach_is_one_line(
+        folder_mode: int, file_mode: int, words: str) -> None:
+    """Run as an unprivileged user (root reads everything), a SQLite file behind a folder it
+    may not open, or one it may not read, is one line saying so, exit 2, not an
+    unexpected PermissionError."""
+    top = Path(tempfile.mkdtemp(prefix="heal-urls-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        (top / "folder").mkdir()
+        path = top / "folder" / "sessions.db"
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("CREATE TABLE sessions (id TEXT)")
+        path.chmod(file_mode)
+        (top / "folder").chmod(folder_mode)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        denied = subprocess.run([*nobody, "cat", str(path)], capture_output=True, check=False)
+        if denied.returncode != 0 and not denied.stderr:
+            pytest.skip("setpriv cannot run a command as nobody here")
+        assert denied.returncode != 0, "nobody can read the file: nothing to test"
+        child = subprocess.run([*nobody, sys.executable, "-m", "adk_session_heal", "scan",
+                                f"sqlite+aiosqlite:///{path}"], capture_output=True, text=True,
+                               timeout=120, check=False, cwd="/")
+        assert child.returncode == 2, child.stdout + child.stderr
+        line = child.stderr.strip()
+        assert "\n" not in line and words in line and "unexpected" not in line, line
+    finally:
+        (top / "folder").chmod(0o755)
+        shutil.rmtree(top)

@@ -140,6 +140,69 @@ def test_anthropic_duplicate_result_text() -> None:
         "`tool_result` blocks with id: b")
 
 
+def _shared_call(kind: str) -> dict[str, Any]:
+    """One OpenAI Chat tool call with the id ``x``."""
+    return {"id": "x", "type": "function", "function": {"name": kind, "arguments": "{}"}}
+
+
+def test_openai_chat_two_results_for_an_id_two_calls_share_have_openais_text() -> None:
+    """Parallel calls sharing an id, each answered: OpenAI refuses the second tool message."""
+    messages = [
+        {"role": "user", "content": "two things"},
+        {"role": "assistant", "tool_calls": [_shared_call("a"), _shared_call("b")]},
+        {"role": "tool", "tool_call_id": "x", "content": "1"},
+        {"role": "tool", "tool_call_id": "x", "content": "2"},
+    ]
+    (problem,) = validate_openai_chat(messages)
+    assert (problem.code, problem.index, problem.ids, problem.strict_only) == (
+        "duplicate_call_id", 3, ("x",), False)
+    assert problem.message == ("Invalid parameter: Duplicate value for 'tool_call_id' of 'x', "
+                               "in messages[2] and messages[3].")
+    once = messages[:3]  # answered once: one call is reported unanswered, nothing more
+    assert [p.code for p in validate_openai_chat(once)] == ["unanswered_call"]
+
+
+def test_anthropic_refuses_two_tool_uses_with_one_id_in_a_turn() -> None:
+    """Anthropic's text for a repeated ``tool_use`` id, at the second block, answered or not."""
+    messages = [
+        {"role": "user", "content": "two things"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "x", "name": "a", "input": {}},
+            {"type": "tool_use", "id": "x", "name": "b", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"},
+                                     {"type": "tool_result", "tool_use_id": "x"}]},
+    ]
+    (problem,) = validate_anthropic(messages)
+    assert (problem.code, problem.index, problem.ids) == ("duplicate_call_id", 1, ("x",))
+    assert problem.message == "messages.1.content.1: `tool_use` ids must be unique"
+
+
+def test_openai_responses_flags_two_function_calls_with_one_call_id_as_strict_only() -> None:
+    """The Responses API's own text for this is not known: flagged as our stricter rule."""
+    items = [
+        {"type": "function_call", "call_id": "x", "name": "a", "arguments": "{}"},
+        {"type": "function_call", "call_id": "x", "name": "b", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "x", "output": "1"},
+        {"type": "function_call_output", "call_id": "x", "output": "2"},
+    ]
+    (problem,) = validate_openai_responses(items)
+    assert (problem.code, problem.index, problem.strict_only) == ("duplicate_call_id", 1, True)
+
+
+def test_a_history_healed_around_calls_sharing_an_id_is_refused_by_openai_and_anthropic(
+) -> None:
+    """Answered one response each, parallel calls sharing an id still fail both providers;
+    Gemini, which pairs by position, accepts them."""
+    h = History()
+    h.user("two things")
+    h.calls("a", "b", ids=["x", "x"])
+    h.respond(("x", "a"), ("x", "b"))
+    codes = {p: [x.code for x in provider_problems(h.events, p)] for p in PROVIDERS}
+    assert codes == {"openai_chat": ["duplicate_call_id"],
+                     "openai_responses": ["duplicate_call_id"],
+                     "anthropic": ["duplicate_call_id"], "gemini": []}
+
+
 def test_gemini_turn_order_and_counts() -> None:
     """Gemini's three rules: call after user turn, response right after, equal counts."""
     assert validate_gemini([calls(("a", "f")), answers(("a", "f"))])[0].message == (

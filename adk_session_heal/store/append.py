@@ -1,8 +1,29 @@
 """Any other session service: heals go through its public ``append_event``.
 
-The only write API such a service has. The events are appended after
-everything the caller's session object holds, with timestamps just after its
-newest event. ``append_event`` bumps the session's revision, so the wrapper
+The only write API such a service has. Where the heal is read back depends on
+how the service orders a session's events:
+
+* By timestamp: ADK's ``DatabaseSessionService`` and ``SqliteSessionService``
+  (``ORDER BY timestamp``), and their subclasses that keep ADK's
+  ``get_session`` but override something else (an encrypting store such as
+  ``adk-secure-sessions``' ``EncryptedSessionService``, which the direct
+  writers refuse, see :func:`~adk_session_heal.store.base.stores_as_adk_does`).
+  The heal keeps the time the core placed it at
+  (:func:`~adk_session_heal.heal_plan.placement`: just after its call, before
+  the next event when there is room), so it is read back right after its call
+  and the stored history passes the providers' rules; the caller's session
+  object shows it there too. ADK's ``append_event`` sets the session's update
+  time to the event's, so that time moves back to the heal's. Its stale check
+  compares a revision marker (2.x, late 1.x) or that time (1.22), and hands
+  the caller's session object the new one: the caller appends on as before;
+  another process holding the session fails its next append as after any
+  append (marker), or appends without the heal in its copy (time).
+* By insertion (ADK's in-memory service behind a subclass, Redis-like stores,
+  any other service): the heals go after everything the caller's session
+  object holds, with timestamps just after its newest event, which is where
+  every reader finds them.
+
+``append_event`` bumps the session's revision, so the wrapper
 heals through this adapter from ``get_session`` only once the session has
 been quiet (``HealPolicy.quiet_after``). No transaction: right before
 appending, the session is read again through the service and skipped if it
@@ -26,6 +47,7 @@ from collections.abc import Sequence
 from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, Session
 
+from ..event_access import ADK_EVENTS
 from ..findings import HEALABLE, CallStatus, classify
 from ..healing import SessionHeals
 from .base import Layout, SessionStore, WriteOutcome, WriteResult, checked, discount_planned
@@ -59,6 +81,22 @@ def _microsecond_after(timestamp: float) -> float:
     return (math.floor(timestamp * 1_000_000) + 2) / 1_000_000
 
 
+def _reads_in_time_order(service: BaseSessionService) -> bool:
+    """Whether ``service`` reads a session's events back sorted by timestamp.
+
+    True for ADK's ``DatabaseSessionService`` and ``SqliteSessionService`` and
+    for subclasses that keep their ``get_session`` (which sorts); a subclass
+    that reads another way, and every other service, is taken to keep the
+    order events were appended in.
+    """
+    from google.adk.sessions import DatabaseSessionService
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    return any(isinstance(service, adk_class)
+               and type(service).get_session is adk_class.get_session
+               for adk_class in (DatabaseSessionService, SqliteSessionService))
+
+
 class AppendStore(SessionStore):
     """Writes heals through ``append_event`` on the caller's session object.
 
@@ -75,6 +113,7 @@ class AppendStore(SessionStore):
     def __init__(self, service: BaseSessionService, session: Session) -> None:
         self._service = service
         self._session = session
+        self._in_time_order = _reads_in_time_order(service)
 
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
@@ -108,8 +147,32 @@ class AppendStore(SessionStore):
                 if any((call_event, call_id) not in unanswered for call_id in heal.plan.call_ids):
                     results.append(WriteResult(heal, WriteOutcome.CHANGED))
                     continue
-                newest = max(_microsecond_after(newest), heal.event.timestamp)
-                appended = heal.event.model_copy(update={"timestamp": newest})
-                stored = await self._service.append_event(self._session, appended)
+                if self._in_time_order:  # read back where the core placed it
+                    stored = await self._service.append_event(self._session, heal.event)
+                    self._show_in_place(stored, heal.plan.anchor_event_id)
+                else:  # read back in append order: after everything there is
+                    newest = max(_microsecond_after(newest), heal.event.timestamp)
+                    appended = heal.event.model_copy(update={"timestamp": newest})
+                    stored = await self._service.append_event(self._session, appended)
                 results.append(WriteResult(heal, WriteOutcome.WRITTEN, stored))
         return results
+
+    def _show_in_place(self, stored: Event, anchor_event_id: str) -> None:
+        """Moves a heal ``append_event`` put last in the caller's session to where a read puts it.
+
+        Right after its anchor (its call, see
+        :attr:`~adk_session_heal.heal_plan.HealPlan.anchor_event_id`) and the
+        heals already there, as :func:`~adk_session_heal.healing.apply_heals`
+        places them; left last when the anchor is not in the session object.
+        """
+        events = self._session.events
+        if not events or events[-1].id != stored.id:
+            return
+        anchor = next((i for i, e in enumerate(events) if e.id == anchor_event_id), None)
+        if anchor is None:
+            return
+        place = anchor + 1
+        while (place < len(events) - 1 and events[place].timestamp == stored.timestamp
+               and ADK_EVENTS.heal_marker(events[place]) is not None):
+            place += 1  # an earlier heal of the same place
+        events.insert(place, events.pop())

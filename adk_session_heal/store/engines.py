@@ -20,7 +20,6 @@ are never changed.
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ..errors import UnsupportedStoreError
 from ..json_decode import loads as json_loads
 from ..shards import SQLITE_FUNCTION, bucket
+from .driver_errors import import_driver
 from .urls import StoreUrl
 
 __all__ = [
@@ -117,7 +117,8 @@ def create_store_engine(url: StoreUrl, *, writable: bool, timeouts: Timeouts) ->
     driver = sqlalchemy_url.get_driver_name()
     connect_args: dict[str, Any] = {
         # SQLAlchemy's async dialects call this instead of the driver's connect.
-        "async_creator_fn": _bounded(importlib.import_module(driver).connect, timeouts.connect),
+        # A driver that is not installed is named with its extra (driver_errors.import_driver).
+        "async_creator_fn": _bounded(import_driver(driver, url).connect, timeouts.connect),
     }
     if driver == "asyncpg":
         connect_args["timeout"] = timeouts.connect

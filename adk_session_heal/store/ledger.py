@@ -56,7 +56,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..errors import LedgerError
+from ..errors import LedgerError, StoreError
 from ..heal_record import HealRecord, ResolutionRecord
 from ..incremental import Watermark, scope_id
 from ..runs import RepairRun, run_from_row, run_row, undone_run, with_counts
@@ -107,10 +107,7 @@ def open_heal_ledger(
 def missing_ledger_message(url: object, revision: str | None) -> str:
     """Returns the one-line error for a missing or outdated ledger."""
     if revision is None:
-        return (
-            f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once "
-            "to create it (or pass --no-ledger to repair without an audit trail)"
-        )
+        return f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once to create it"
     return (
         f"the heal ledger in {url} is at revision {revision!r}, not {LEDGER_HEAD_REVISION!r}: "
         f"run `adk-session-heal db upgrade {url}`"
@@ -239,11 +236,14 @@ class SqlHealLedger:
         except SQLAlchemyError as exc:
             raise await self._failure(exc, REMOVALS_REVISIONS, "removals") from exc
 
-    async def _failure(self, exc: Exception, revisions: frozenset[str], what: str) -> LedgerError:
+    async def _failure(self, exc: Exception, revisions: frozenset[str],
+                       what: str) -> LedgerError | StoreError:
         """The one-line error of a failed record: the table is missing, or what failed."""
         revision = await self.revision()
         if revision not in revisions:
-            return LedgerError(missing_ledger_message(self._where(), revision))
+            return LedgerError(missing_ledger_message(self._where(), revision), missing=True)
+        if self._url is not None:  # the driver's own words (a read-only file, say)
+            return translate_error(exc, self._url, f"record {what} in")
         return LedgerError(f"cannot record {what} in {self._where()}: {type(exc).__name__}")
 
     async def removals(self, *, session_id: str | None = None) -> list[Removal]:
@@ -254,7 +254,7 @@ class SqlHealLedger:
         """
         revision = await self.revision()
         if revision not in REMOVALS_REVISIONS:
-            raise LedgerError(missing_ledger_message(self._where(), revision))
+            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         statement = select(*base_columns(REMOVALS_TABLE, revision))
         if session_id is not None:
             statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
@@ -297,7 +297,7 @@ class SqlHealLedger:
         """
         revision = await self.revision()
         if revision not in revisions:
-            raise LedgerError(missing_ledger_message(self._where(), revision))
+            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         assert revision is not None
         return revision
 

@@ -27,13 +27,28 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import LedgerError
 from .driver_errors import translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
-from .ledger_table import LEDGER_VERSION_TABLE
+from .ledger_table import (
+    HEAL_LEDGER_REVISIONS,
+    INCREMENTAL_REVISIONS,
+    LEDGER_TABLE_NAME,
+    LEDGER_VERSION_TABLE,
+    REMOVALS_REVISIONS,
+    REMOVALS_TABLE,
+    RESOLUTIONS_REVISIONS,
+    RESOLUTIONS_TABLE,
+    RUNS_REVISIONS,
+    RUNS_TABLE,
+    TOOL_RUNS_REVISIONS,
+    UNSETTLED_TABLE,
+    WATERMARKS_TABLE,
+)
 from .urls import StoreUrl, parse_store_url
 
 __all__ = [
@@ -92,55 +107,111 @@ async def _checked_url(url: str | StoreUrl, *, writable: bool, timeout: TimeoutA
     return store.url
 
 
+def _sqlite_driver_leaves_transactions_to_us(dbapi_connection: Any, _record: object) -> None:
+    """Stops Python's sqlite3 from committing around DDL (its legacy transaction control)."""
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin(conn: Any) -> None:
+    """Begins each SQLite transaction, taking the write lock at once (DDL included)."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _migration_engine(url: StoreUrl, timeout: TimeoutArg) -> AsyncEngine:
+    """Returns the engine a migration runs on: on SQLite, each step is one real transaction.
+
+    Python's ``sqlite3`` (and so ``aiosqlite``) runs DDL outside any
+    transaction, so a failed or killed step would keep what it had done;
+    SQLAlchemy's documented recipe hands transaction control back to it.
+    """
+    engine = create_store_engine(url, writable=True, timeouts=Timeouts.of(timeout))
+    if url.sqlite_path is not None:
+        event.listen(engine.sync_engine, "connect", _sqlite_driver_leaves_transactions_to_us)
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _step(sync_connection: Any, to: str | None, up: bool) -> None:
+    """Runs one revision step in the caller's transaction, its version row included.
+
+    At base nothing of ours is left, not even Alembic's (then empty) version
+    table, so the `db upgrade --sql` script runs on the database again.
+    """
+    config = alembic_config(sync_connection)
+    if up:
+        command.upgrade(config, to or "base")
+    else:
+        command.downgrade(config, to or "base")
+    if to is None:
+        _drop_version_table(sync_connection)
+
+
+def _drop_version_table(sync_connection: Any) -> None:
+    if inspect(sync_connection).has_table(LEDGER_VERSION_TABLE):
+        sync_connection.execute(text(f"DROP TABLE {LEDGER_VERSION_TABLE}"))
+
+
+def _moves(state: _LedgerState, target: str | None) -> list[str | None]:
+    """Returns the revisions to step through, in order, from ``state`` to ``target``.
+
+    A step left interrupted (MySQL/MariaDB) is finished first, whatever the
+    direction asked: each step is written so that running it again completes it.
+    """
+    order = _order()
+    moves: list[str | None] = []
+    start = state.revision
+    if state.toward is not None:
+        moves.append(state.toward.revision)
+        start = state.toward.revision
+    first, last = order.index(start), order.index(target)
+    way = 1 if last > first else -1
+    moves.extend(order[i] for i in range(first + way, last + way, way) if first != last)
+    return moves
+
+
 async def _run(
     url: str | StoreUrl, action: str, revision: str, timeout: TimeoutArg
 ) -> str | None:
     parsed = url if isinstance(url, StoreUrl) else parse_store_url(url)
     parsed.sqlalchemy_url(writable=True)  # a Redis URL is refused before connecting
-    # A named target is checked before connecting; a relative one ("-1") is Alembic's.
-    target = None if _RELATIVE.fullmatch(revision) else resolve_revision(revision)
+    # A named target is checked before connecting; a relative one ("-1") once the current
+    # revision is known.
+    bare = _RELATIVE.fullmatch(revision) is not None and revision[0] in "+-"
+    target = None if bare else resolve_revision(revision)
     store_url = await _checked_url(parsed, writable=True, timeout=timeout)
-    engine = create_store_engine(store_url, writable=True, timeouts=Timeouts.of(timeout))
-
-    def current_revision(sync_connection: Any) -> str | None:
-        context = MigrationContext.configure(
-            sync_connection, opts={"version_table": LEDGER_VERSION_TABLE}
-        )
-        return context.get_current_revision()
-
-    def at_base(sync_connection: Any) -> None:
-        # Nothing of ours is left at base, not even Alembic's empty version table (also
-        # one an earlier downgrade left), so the `db upgrade --sql` script runs again.
-        if inspect(sync_connection).has_table(LEDGER_VERSION_TABLE):
-            sync_connection.execute(text(f"DROP TABLE {LEDGER_VERSION_TABLE}"))
-
-    def run(sync_connection: Any) -> str | None:
-        if not _RELATIVE.fullmatch(revision):
-            # Refused (or found already done) before Alembic creates its version table:
-            # DDL commits at once on MySQL, MariaDB and SQLite, even when Alembic then fails.
-            before = current_revision(sync_connection)
-            if target == before:
-                if action == "downgrade" and before is None:
-                    at_base(sync_connection)
-                return before
-            _check_direction(action, revision, before, target)
-        config = alembic_config(sync_connection)
-        if action == "upgrade":
-            command.upgrade(config, revision)
-            return current_revision(sync_connection)
-        command.downgrade(config, revision)
-        now = current_revision(sync_connection)
-        if now is None:
-            at_base(sync_connection)
-        return now
-
+    engine = _migration_engine(store_url, timeout)
+    where = "read the heal ledger's revision in"
     try:
         async with engine.begin() as conn:
-            return await conn.run_sync(run)
+            state = await conn.run_sync(_read_state)
+            if bare:
+                target = _relative(revision, state.revision)
+            _check_direction(action, revision, state.revision, target)
+            if state.unexplained and action == "upgrade":
+                raise LedgerError(state.problem(store_url))
+            moves = _moves(state, target)
+            if not moves and action == "downgrade" and target is None:
+                await conn.run_sync(_drop_version_table)  # one an earlier downgrade left
+        now = state.revision
+        for to in moves:
+            up = _order().index(to) > _order().index(now)
+            where = (f"{'upgrade' if up else 'downgrade'} the heal ledger from {now or 'base'} "
+                     f"to {to or 'base'} in")
+            async with engine.begin() as conn:  # one transaction per step
+                await conn.run_sync(_step, to, up)
+            now = to
+        return now
     except CommandError as exc:
         raise _revision_error(revision, exc) from exc
     except (SQLAlchemyError, OSError) as exc:
-        raise translate_error(exc, store_url, f"migrate ({action})") from exc
+        error = translate_error(exc, store_url, where)
+        if where.startswith(("upgrade", "downgrade")):
+            # SQLite and PostgreSQL rolled the step back; MySQL/MariaDB kept its DDL.
+            error = type(error)(f"{error}; " + (
+                f"the heal ledger stays at revision {now or 'base'}"
+                if engine.dialect.name in _TRANSACTIONAL_DDL else
+                "the step is part-done: rerun the command to finish it"))
+        raise error from exc
     finally:
         await engine.dispose()
 
@@ -193,18 +264,171 @@ async def downgrade(
 async def current(url: str | StoreUrl, *, timeout: TimeoutArg = None) -> str | None:
     """Returns the heal ledger's current revision (``None``: not installed). Read-only.
 
+    The tables are checked against the revision recorded: a migration step
+    interrupted on MySQL or MariaDB (whose DDL commits statement by statement)
+    is reported, not hidden behind the revision it started from.
+
     Args:
         url: An ADK session database.
         timeout: How long to wait for a database server.
+
+    Raises:
+        LedgerError: The tables are part-way between two revisions (the
+            message names the command that finishes the step), or do not
+            match the revision recorded.
     """
     from .opening import open_store
 
-    # A Redis store's ledger has no tables to migrate: it reports the head.
     store = await open_store(url, timeout=timeout)
     try:
-        return await store.ledger_revision()
+        if store.url is None or store.url.backend == "redis":
+            # A Redis store's ledger has no tables to migrate: it reports the head.
+            return await store.ledger_revision()
     finally:
         await store.close()
+    engine = create_store_engine(store.url, writable=False, timeouts=Timeouts.of(timeout))
+    try:
+        async with engine.connect() as conn:
+            state = await conn.run_sync(_read_state)
+    except (SQLAlchemyError, OSError) as exc:
+        raise translate_error(exc, store.url, "read the heal ledger's revision in") from exc
+    finally:
+        await engine.dispose()
+    if state.toward is not None or state.unexplained:
+        raise LedgerError(state.problem(store.url))
+    return state.revision
+
+
+_TRANSACTIONAL_DDL = frozenset({"sqlite", "postgresql"})
+"""Engines whose DDL a transaction rolls back (SQLite through :func:`_migration_engine`)."""
+
+_FEATURES: dict[str, frozenset[str]] = {
+    LEDGER_TABLE_NAME: HEAL_LEDGER_REVISIONS,
+    "adk_session_heal_tool_runs": TOOL_RUNS_REVISIONS,
+    REMOVALS_TABLE.name: REMOVALS_REVISIONS,
+    RUNS_TABLE.name: RUNS_REVISIONS,
+    f"{LEDGER_TABLE_NAME}.run_id": RUNS_REVISIONS,
+    f"{LEDGER_TABLE_NAME}.event_digest": RUNS_REVISIONS,
+    f"{REMOVALS_TABLE.name}.run_id": RUNS_REVISIONS,
+    WATERMARKS_TABLE.name: INCREMENTAL_REVISIONS,
+    UNSETTLED_TABLE.name: INCREMENTAL_REVISIONS,
+    RESOLUTIONS_TABLE.name: RESOLUTIONS_REVISIONS,
+}
+"""What ``db current`` checks, each table (or ``table.column``) with the revisions that have it.
+
+A migration step's first operation changes one of these (see
+:mod:`~adk_session_heal.store.migration_ops`), so a step killed midway never
+looks finished. A new revision's tables and columns are added here."""
+
+
+def _expected(revision: str | None) -> frozenset[str]:
+    return frozenset(name for name, revisions in _FEATURES.items() if revision in revisions)
+
+
+def _found(sync_connection: Any) -> frozenset[str]:
+    inspector = inspect(sync_connection)
+    tables = set(inspector.get_table_names())
+    found = {name for name in _FEATURES if "." not in name and name in tables}
+    for table in {name.partition(".")[0] for name in _FEATURES if "." in name} & tables:
+        found |= {f"{table}.{column['name']}" for column in inspector.get_columns(table)
+                  if f"{table}.{column['name']}" in _FEATURES}
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Toward:
+    """The revision an interrupted step was going to."""
+
+    revision: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _LedgerState:
+    """The heal ledger's revision as recorded, and whether its tables agree.
+
+    Attributes:
+        revision: The revision in the version table (``None``: none).
+        toward: Set when the tables are part-way from ``revision`` to a
+            neighbouring revision (a step killed on MySQL/MariaDB).
+        missing: What ``revision`` has and the database lacks.
+        unexpected: What the database has and ``revision`` lacks.
+    """
+
+    revision: str | None
+    toward: _Toward | None = None
+    missing: frozenset[str] = frozenset()
+    unexpected: frozenset[str] = frozenset()
+
+    @property
+    def unexplained(self) -> bool:
+        """The tables differ from the revision's, and no interrupted step explains it."""
+        return self.toward is None and bool(self.missing or self.unexpected)
+
+    def problem(self, url: StoreUrl) -> str:
+        """The one-line report of a ledger whose tables do not match its revision."""
+        at = self.revision or "base"
+        differences = "; ".join(part for part in (
+            f"missing {', '.join(sorted(self.missing))}" if self.missing else "",
+            f"not expected {', '.join(sorted(self.unexpected))}" if self.unexpected else "",
+        ) if part)
+        if self.toward is not None:
+            to = self.toward.revision
+            fix = (f"adk-session-heal db downgrade {url} {to or 'base'} --yes"
+                   if _order().index(to) < _order().index(self.revision)
+                   else f"adk-session-heal db upgrade {url} --revision {to}")
+            return (f"the heal ledger in {url} is part-way from revision {at} to "
+                    f"{to or 'base'} (a migration step was interrupted: {differences}): run "
+                    f"`{fix}` to finish it")
+        return (f"the heal ledger's tables in {url} do not match its revision {at} "
+                f"({differences}), and no interrupted migration explains it: `adk-session-heal "
+                f"db downgrade {url} base --yes` then `db upgrade {url}` rebuilds them empty")
+
+
+def _read_state(sync_connection: Any) -> _LedgerState:
+    """Reads the recorded revision and checks our tables against it (reads only).
+
+    Args:
+        sync_connection: A synchronous SQLAlchemy connection (``run_sync``).
+    """
+    context = MigrationContext.configure(
+        sync_connection, opts={"version_table": LEDGER_VERSION_TABLE})
+    revision = context.get_current_revision()
+    order = _order()
+    if revision not in order:
+        return _LedgerState(revision)  # a newer release's: refused where it matters
+    found, expected = _found(sync_connection), _expected(revision)
+    if found == expected:
+        return _LedgerState(revision)
+    index = order.index(revision)
+    for neighbour in (order[i] for i in (index - 1, index + 1) if 0 <= i < len(order)):
+        other = _expected(neighbour)
+        if expected & other <= found <= expected | other:
+            return _LedgerState(revision, _Toward(neighbour), expected - found, found - expected)
+    return _LedgerState(revision, None, expected - found, found - expected)
+
+
+def _order() -> list[str | None]:
+    """Every revision, oldest first, after ``None`` (base)."""
+    return [None, *(rev.id for rev in reversed(revisions()))]
+
+
+def _relative(revision: str, start: str | None) -> str | None:
+    """Resolves ``-1``, ``+2``, ``head-1`` or ``0003+1`` against the current revision."""
+    match = _RELATIVE.fullmatch(revision)
+    assert match is not None
+    name, sign, count = match.group(1), match.group(2), int(match.group(3))
+    order = _order()
+    origin = start if name == "" else resolve_revision(name)
+    if origin not in order:
+        _check_direction("upgrade", revision, origin, None)  # the one line for a newer release
+    index = order.index(origin) + (count if sign == "+" else -count)
+    if not 0 <= index < len(order):
+        known = ", ".join(str(r) for r in order[1:])
+        raise LedgerError(
+            f"revision {revision!r} refused: {count} step(s) {'above' if sign == '+' else 'below'}"
+            f" {origin or 'base'} is past the {'newest' if sign == '+' else 'first'} revision "
+            f"(this release's revisions: {known}; also head and base)")
+    return order[index]
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +469,10 @@ def resolve_revision(revision: str) -> str | None:
     """Returns the revision id ``revision`` names; connects to nothing.
 
     Args:
-        revision: ``"head"``, ``"base"``, an id or a unique prefix of one.
+        revision: ``"head"``, ``"base"``, an id or a unique prefix of one, or
+            one of those with steps up or down (``"head-2"``, ``"0003+1"``).
+            A bare ``"-1"`` counts from the database's revision: only
+            :func:`upgrade` and :func:`downgrade` resolve it.
 
     Returns:
         The id (``None`` for ``"base"``).
@@ -253,6 +480,9 @@ def resolve_revision(revision: str) -> str | None:
     Raises:
         LedgerError: No migration has that name (the message lists them).
     """
+    relative = _RELATIVE.fullmatch(revision)
+    if relative is not None and relative.group(1):
+        return _relative(revision, None)
     script = ScriptDirectory.from_config(alembic_config())
     try:
         found = script.get_revisions(revision)
@@ -274,13 +504,13 @@ def _revision_error(revision: str, exc: CommandError) -> LedgerError:
     )
 
 
-_RELATIVE = re.compile(r".*[+-]\d+")
-"""A revision relative to another (``-1``, ``head-1``, ``+2``): resolved by Alembic."""
+_RELATIVE = re.compile(r"(.*?)([+-])(\d+)")
+"""A revision relative to another (``-1``, ``head-1``, ``+2``): resolved by :func:`_relative`."""
 
 
 def _check_direction(action: str, asked: str, start: str | None, end: str | None) -> None:
     """Refuses an upgrade that goes down or a downgrade that goes up (linear history)."""
-    order = [None, *(rev.id for rev in reversed(revisions()))]  # oldest first
+    order = _order()
     if start not in order:
         raise LedgerError(
             f"the heal ledger is at revision {start!r}, which this release does not know "

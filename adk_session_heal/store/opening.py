@@ -11,7 +11,9 @@ A URL's layout is read from the database before anything else is done with it:
   pickled "v0" schema, refused with the command that migrates it.
 * A SQLite file a killed writer left with a hot journal or WAL is first
   recovered as SQLite does on its next write-capable open
-  (:mod:`~adk_session_heal.store.sqlite_recovery`).
+  (:mod:`~adk_session_heal.store.sqlite_recovery`). Then a file opened for
+  writing is checked to be writable (one line if not), and one opened for
+  reading is read however its permissions allow.
 * ``redis://`` or ``rediss://``: ADK's ``RedisSessionService`` keys (the
   ``redis`` package is imported only then).
 
@@ -34,7 +36,7 @@ from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
 from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .sql_tables import SqlTablesStore
-from .sqlite_recovery import recover_sqlite
+from .sqlite_recovery import check_sqlite_writable, readable_sqlite, recover_sqlite
 from .urls import StoreUrl, parse_store_url
 
 if TYPE_CHECKING:  # a store opened from a URL needs no ADK; one over a service imports it below
@@ -188,11 +190,15 @@ async def open_store(
         return await open_redis_store(store_url, writable=writable, timeouts=timeouts)
     if writable and store_url.read_only:
         raise ReadOnlyStoreError(
-            f"{store_url} was opened with mode=ro: drop ?mode=ro to repair, "
-            "or use scan / repair --dry-run"
+            f"{store_url} was opened with mode=ro: drop ?mode=ro to write to it (repair, "
+            "scan --incremental, review resolve, db upgrade), or use scan / repair --dry-run"
         )
     if store_url.sqlite_path is not None:
         recover_sqlite(store_url)
+        if writable:
+            check_sqlite_writable(store_url)
+        else:
+            store_url = readable_sqlite(store_url)
         if _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
             return AdkSqliteStore.from_url(store_url)
     engine = create_store_engine(store_url, writable=writable, timeouts=timeouts)

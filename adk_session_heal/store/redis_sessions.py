@@ -76,7 +76,7 @@ from .base import (
     discount_planned,
     stores_as_adk_does,
 )
-from .driver_errors import translate_error
+from .driver_errors import import_driver, translate_error
 from .engines import Timeouts
 from .ledger_table import (
     LEDGER_HEAD_REVISION,
@@ -126,15 +126,9 @@ _MAX_ATTEMPTS = 50
 _MIN_SERVER = (6, 0)  # SET ... KEEPTTL
 
 
-def _redis_asyncio() -> ModuleType:
+def _redis_asyncio(url: StoreUrl | None = None) -> ModuleType:
     """Imports ``redis.asyncio``, or raises the one-line error that says how to get it."""
-    try:
-        import redis.asyncio as redis_asyncio
-    except ImportError as exc:
-        raise UnsupportedStoreError(
-            "ADK's Redis sessions need the redis package: pip install 'adk-session-heal[redis]'"
-        ) from exc
-    return redis_asyncio
+    return import_driver("redis.asyncio", url)
 
 
 def _redis_errors() -> tuple[type[Exception], type[Exception]]:
@@ -540,7 +534,7 @@ async def open_redis_store(
             ones it takes, or (``writable``) the server is older than 6.0.
         StoreError: The server could not be reached.
     """
-    redis_asyncio = _redis_asyncio()
+    redis_asyncio = _redis_asyncio(url)
     RedisError, _ = _redis_errors()
     try:
         waits = timeouts or Timeouts()

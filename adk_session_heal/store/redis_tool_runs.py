@@ -13,6 +13,11 @@ sessions Redis has let go do not pile up.
 WATCH/MULTI, retried if another writer touched the hash, so attempts count up
 and an older attempt's heartbeat or end never overwrites a newer one. The
 meaning of a record is :mod:`adk_session_heal.tool_runs`.
+
+The heartbeat renews from a thread with its own event loop
+(:mod:`adk_session_heal.tool_run_plugin`), over :meth:`RedisToolRunLedger.open_copy`:
+a client with a connection pool of its own (an asyncio client's connections
+belong to the loop that opened them), connecting as the original does.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class RedisToolRunLedger:
         self.key_prefix = key_prefix
         self._owns_client = owns_client
         self.expire_seconds = expire_seconds
+        self._own_pool: Any = None
 
     @classmethod
     def from_service(cls, service: Any) -> RedisToolRunLedger:
@@ -92,6 +98,28 @@ class RedisToolRunLedger:
         """Opens the ledger of a ``redis://`` store URL."""
         client, key_prefix = redis_client_for(url)
         return cls(client, key_prefix=key_prefix, owns_client=True)
+
+    def open_copy(self) -> RedisToolRunLedger:
+        """Returns this ledger over a client of its own, for another thread's event loop.
+
+        The client has a new connection pool of the same class with the same
+        connection settings (host, credentials, TLS, timeouts, decoding).
+        Nothing connects until the copy is used; :meth:`close` closes it.
+
+        Raises:
+            LedgerError: The client has no connection pool to copy (a cluster client).
+        """
+        pool = getattr(self._client, "connection_pool", None)
+        if pool is None:
+            raise LedgerError(f"cannot open a second {type(self._client).__name__} for tool "
+                              "leases: only a redis.asyncio.Redis client is supported")
+        fresh = type(pool)(connection_class=pool.connection_class,
+                           max_connections=pool.max_connections, **pool.connection_kwargs)
+        copy = RedisToolRunLedger(type(self._client)(connection_pool=fresh),
+                                  key_prefix=self.key_prefix, owns_client=True,
+                                  expire_seconds=self.expire_seconds)
+        copy._own_pool = fresh
+        return copy
 
     def hash_key(self, key: SessionKey) -> str:
         """The hash holding one session's tool runs."""
@@ -195,3 +223,5 @@ class RedisToolRunLedger:
         """Closes the client if this ledger opened it."""
         if self._owns_client:
             await _close_client(self._client)
+        if self._own_pool is not None:  # a client given a pool leaves it open
+            await self._own_pool.disconnect()

@@ -553,7 +553,7 @@ class SqlTablesStore(SessionStore):
                 stored = await self._read_back(conn, lost) if read_back and lost else {}
         except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's TimeoutError
             if ledger and await self.ledger_revision_or_none() is None:
-                raise LedgerError(missing_ledger_message(self, None)) from exc
+                raise LedgerError(missing_ledger_message(self, None), missing=True) from exc
             raise self._error(exc, "write to") from exc
         return outcomes(batch, results, [heal for _, heal in heals], written, stored)
 
@@ -578,7 +578,7 @@ class SqlTablesStore(SessionStore):
             if ledger:
                 revision = await self.ledger_revision_or_none()
                 if revision not in REMOVALS_REVISIONS:
-                    raise LedgerError(missing_ledger_message(self, revision)) from exc
+                    raise LedgerError(missing_ledger_message(self, revision), missing=True) from exc
             raise self._error(exc, "write to") from exc
         return results
 

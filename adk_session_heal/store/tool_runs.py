@@ -37,8 +37,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import LedgerError
 from ..session_key import SessionKey
@@ -124,6 +125,13 @@ def _key_params(run: ToolRun) -> dict[str, Any]:
             "k_session_id": run.session_id, "k_call_id": run.call_id, "k_attempt": run.attempt}
 
 
+def _in_memory(url: URL) -> bool:
+    """Whether a SQLite URL names an in-memory database (``:memory:``, empty, ``mode=memory``)."""
+    database = url.database or ""
+    return (database in ("", ":memory:") or database.startswith("file::memory:")
+            or url.query.get("mode") == "memory")
+
+
 def _run(row: Any) -> ToolRun:
     return ToolRun(
         app_name=row.app_name, user_id=row.user_id, session_id=row.session_id,
@@ -176,6 +184,26 @@ class SqlToolRunLedger:
 
     def _name(self) -> str:
         return str(self._url) if self._url else "the session database"
+
+    def open_copy(self) -> SqlToolRunLedger:
+        """Returns this ledger over an engine of its own, for another thread's event loop.
+
+        The engine has the same URL and a new pool of the same kind and settings
+        that connects the same way (SQLAlchemy's ``Pool.recreate``: the connect
+        arguments, timeouts and connect hooks of the engine this ledger was given
+        are kept). Nothing connects until the copy is used; :meth:`close` disposes it.
+
+        Raises:
+            LedgerError: The database is an in-memory SQLite one, which no other
+                connection can see.
+        """
+        if self.engine.dialect.name == "sqlite" and _in_memory(self.engine.url):
+            raise LedgerError("an in-memory SQLite database cannot hold tool leases: no other "
+                              "connection sees it (use a database file)")
+        engine = create_async_engine(self.engine.url, pool=self.engine.sync_engine.pool.recreate())
+        copy = SqlToolRunLedger(engine, owns_engine=True)
+        copy._url = self._url
+        return copy
 
     async def check(self) -> None:
         """Raises :class:`LedgerError` unless the tool-run table is installed (revision 0002+)."""

@@ -23,6 +23,7 @@ value, and every error message uses that form.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,9 @@ class StoreUrl:
         read_only: The URL asked for read-only access (``?mode=ro``).
         adk_sqlite_scheme: The URL was ``sqlite://`` (ADK's ``SqliteSessionService``).
         redacted: The URL with its password masked, for every message.
+        immutable: Read the SQLite file with ``immutable=1``: set by
+            :func:`~adk_session_heal.store.sqlite_recovery.readable_sqlite` for a
+            WAL file in a folder that refuses its ``-shm`` file.
     """
 
     backend: str
@@ -133,6 +137,7 @@ class StoreUrl:
     adk_sqlite_scheme: bool
     redacted: str
     _async_url: URL = field(repr=False, compare=False)
+    immutable: bool = False
 
     def __str__(self) -> str:
         return self.redacted
@@ -172,7 +177,8 @@ class StoreUrl:
         """Returns the ``file:`` URI of the SQLite file (read-only unless ``writable``)."""
         assert self.sqlite_path is not None
         mode = "rw" if writable and not self.read_only else "ro"
-        return f"{self.sqlite_path.resolve().as_uri()}?mode={mode}"
+        frozen = "&immutable=1" if self.immutable and mode == "ro" else ""
+        return f"{self.sqlite_path.resolve().as_uri()}?mode={mode}{frozen}"
 
     @property
     def redis_key_prefix(self) -> str:
@@ -311,7 +317,19 @@ def _parse_sqlite(parsed: URL, driver: str, redacted: str) -> StoreUrl:
     read_only = query.pop("mode", None) == "ro"
     query.pop("uri", None)
     path = Path(database)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:  # a folder on the way this user may not search
+        raise UnsupportedStoreError(
+            f"cannot reach the SQLite file {str(path)!r} (from {redacted!r}): "
+            f"{exc.strerror or exc}: run as a user that may open every folder on its path"
+        ) from exc
+    if found and not os.access(path, os.R_OK):
+        raise UnsupportedStoreError(
+            f"this user may not read the SQLite file {str(path)!r} (from {redacted!r}): run as "
+            "a user that may, or give read access to it"
+        )
+    if not found:
         raise UnsupportedStoreError(
             f"no SQLite file at {str(path)!r} (from {redacted!r}): check the path; "
             "sqlite:///x.db is relative to the current directory, sqlite:////abs/x.db absolute"

@@ -8,7 +8,8 @@ Create Date: 2026-11-22
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from adk_session_heal.store.migration_ops import create_table, drop_table
 
 revision = "0001"
 down_revision = None
@@ -17,7 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "adk_session_heal_ledger",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("app_name", sa.String(128), nullable=False),
@@ -39,4 +40,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("adk_session_heal_ledger")
+    drop_table("adk_session_heal_ledger")

@@ -8,7 +8,8 @@ Create Date: 2026-11-26
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from adk_session_heal.store.migration_ops import create_table, drop_table
 
 revision = "0002"
 down_revision = "0001"
@@ -17,7 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "adk_session_heal_tool_runs",
         sa.Column("app_name", sa.String(128), primary_key=True),
         sa.Column("user_id", sa.String(128), primary_key=True),
@@ -38,4 +39,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("adk_session_heal_tool_runs")
+    drop_table("adk_session_heal_tool_runs")

@@ -8,7 +8,8 @@ Create Date: 2026-11-26
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from adk_session_heal.store.migration_ops import create_index, create_table, drop_table
 
 revision = "0003"
 down_revision = "0002"
@@ -17,7 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "adk_session_heal_removals",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("app_name", sa.String(128), nullable=False),
@@ -31,12 +32,11 @@ def upgrade() -> None:
         sa.Column("removed_at", sa.Double, nullable=False),
         sa.Column("detail", sa.Text, nullable=False),
     )
-    op.create_index(
+    create_index(
         "ix_adk_session_heal_removals_session", "adk_session_heal_removals",
         ["app_name", "user_id", "session_id"],
     )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_adk_session_heal_removals_session", "adk_session_heal_removals")
-    op.drop_table("adk_session_heal_removals")
+    drop_table("adk_session_heal_removals")  # its index with it

@@ -6,6 +6,12 @@ no run) and ``event_digest`` (the digest of the row a run stored, so
 uniqueness takes ``run_id`` in, so a heal undone and written again by a later
 run is recorded under that run too. Each removal row gets ``run_id``.
 
+The downgrade takes out only what this revision added: the runs table, the
+two columns, the removal rows' ``run_id``, and the rows that only ``run_id``
+in the uniqueness made possible: when one heal was recorded by several runs
+(written, undone, written again), the newest row of it stays and the older
+ones go, since ``0003`` keeps one row per heal.
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-26
@@ -15,6 +21,18 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+
+from adk_session_heal.store.migration_ops import (
+    add_column,
+    create_index,
+    create_table,
+    create_unique,
+    drop_column,
+    drop_index,
+    drop_table,
+    drop_unique,
+    is_sqlite,
+)
 
 revision = "0004"
 down_revision = "0003"
@@ -59,9 +77,23 @@ def _ledger_0004() -> sa.Table:
     return table
 
 
+_RUNS = "adk_session_heal_runs"
+_REMOVALS = "adk_session_heal_removals"
+_OLD_UNIQUE, _NEW_UNIQUE = "uq_adk_session_heal_ledger_heal", "uq_adk_session_heal_ledger_run_heal"
+_RUN_INDEX = "ix_adk_session_heal_ledger_run"
+
+
+def _run_id() -> sa.Column[str]:
+    return sa.Column("run_id", sa.String(32), nullable=False, server_default="")
+
+
+def _event_digest() -> sa.Column[str]:
+    return sa.Column("event_digest", sa.String(64), nullable=True)
+
+
 def upgrade() -> None:
-    op.create_table(
-        "adk_session_heal_runs",
+    create_table(  # first: what `db current` sees of a step killed midway on MySQL/MariaDB
+        _RUNS,
         sa.Column("run_id", sa.String(32), primary_key=True),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("undoes", sa.String(32), nullable=True),
@@ -70,21 +102,42 @@ def upgrade() -> None:
         sa.Column("finished_at", sa.Double, nullable=True),
         sa.Column("kept", sa.Integer, nullable=True),
     )
-    with op.batch_alter_table(_LEDGER, copy_from=_ledger_0003()) as batch:
-        batch.add_column(sa.Column("run_id", sa.String(32), nullable=False, server_default=""))
-        batch.add_column(sa.Column("event_digest", sa.String(64), nullable=True))
-        batch.drop_constraint("uq_adk_session_heal_ledger_heal", type_="unique")
-        batch.create_unique_constraint("uq_adk_session_heal_ledger_run_heal", [*_KEY, "run_id"])
-    op.create_index("ix_adk_session_heal_ledger_run", _LEDGER, ["run_id"])
-    op.add_column("adk_session_heal_removals", sa.Column("run_id", sa.String(32), nullable=True))
+    if is_sqlite():  # a copy of the table, inside the step's transaction
+        with op.batch_alter_table(_LEDGER, copy_from=_ledger_0003()) as batch:
+            batch.add_column(_run_id())
+            batch.add_column(_event_digest())
+            batch.drop_constraint(_OLD_UNIQUE, type_="unique")
+            batch.create_unique_constraint(_NEW_UNIQUE, [*_KEY, "run_id"])
+    else:
+        add_column(_LEDGER, _run_id())
+        add_column(_LEDGER, _event_digest())
+        drop_unique(_OLD_UNIQUE, _LEDGER)
+        create_unique(_NEW_UNIQUE, _LEDGER, [*_KEY, "run_id"])
+    create_index(_RUN_INDEX, _LEDGER, ["run_id"])
+    add_column(_REMOVALS, sa.Column("run_id", sa.String(32), nullable=True))
+
+
+_KEEP_NEWEST = (
+    f"DELETE FROM {_LEDGER} WHERE id NOT IN (SELECT id FROM (SELECT MAX(id) AS id FROM {_LEDGER} "
+    f"GROUP BY {', '.join(_KEY)}) newest)"
+)
+"""Keeps the newest row of each heal (the derived table lets MySQL read the table it deletes
+from)."""
 
 
 def downgrade() -> None:
-    op.drop_column("adk_session_heal_removals", "run_id")  # SQLite 3.35+ drops columns itself
-    op.drop_index("ix_adk_session_heal_ledger_run", _LEDGER)
-    with op.batch_alter_table(_LEDGER, copy_from=_ledger_0004()) as batch:
-        batch.drop_constraint("uq_adk_session_heal_ledger_run_heal", type_="unique")
-        batch.drop_column("event_digest")
-        batch.drop_column("run_id")
-        batch.create_unique_constraint("uq_adk_session_heal_ledger_heal", list(_KEY))
-    op.drop_table("adk_session_heal_runs")
+    drop_column(_REMOVALS, "run_id")  # first: what `db current` sees of a step killed midway
+    drop_index(_RUN_INDEX, _LEDGER)
+    op.execute(_KEEP_NEWEST)  # before 0003's uniqueness comes back
+    if is_sqlite():
+        with op.batch_alter_table(_LEDGER, copy_from=_ledger_0004()) as batch:
+            batch.drop_constraint(_NEW_UNIQUE, type_="unique")
+            batch.drop_column("event_digest")
+            batch.drop_column("run_id")
+            batch.create_unique_constraint(_OLD_UNIQUE, list(_KEY))
+    else:
+        drop_unique(_NEW_UNIQUE, _LEDGER)
+        create_unique(_OLD_UNIQUE, _LEDGER, list(_KEY))
+        drop_column(_LEDGER, "event_digest")
+        drop_column(_LEDGER, "run_id")
+    drop_table(_RUNS)

@@ -8,7 +8,8 @@ Create Date: 2026-11-26
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from adk_session_heal.store.migration_ops import create_table, drop_table
 
 revision = "0005"
 down_revision = "0004"
@@ -17,14 +18,14 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "adk_session_heal_watermarks",
         sa.Column("scope_id", sa.String(40), primary_key=True),
         sa.Column("scope", sa.Text, nullable=False),
         sa.Column("watermark", sa.Double, nullable=False),
         sa.Column("run_at", sa.Double, nullable=False),
     )
-    op.create_table(
+    create_table(
         "adk_session_heal_unsettled",
         sa.Column("scope_id", sa.String(40), primary_key=True),
         sa.Column("app_name", sa.String(128), primary_key=True),
@@ -34,5 +35,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("adk_session_heal_unsettled")
-    op.drop_table("adk_session_heal_watermarks")
+    drop_table("adk_session_heal_unsettled")
+    drop_table("adk_session_heal_watermarks")

@@ -8,8 +8,9 @@ Create Date: 2026-11-27
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
 from sqlalchemy.dialects import mysql
+
+from adk_session_heal.store.migration_ops import create_index, create_table, drop_table
 
 revision = "0006"
 down_revision = "0005"
@@ -18,7 +19,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "adk_session_heal_resolutions",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("app_name", sa.String(128), nullable=False),
@@ -36,12 +37,11 @@ def upgrade() -> None:
         sa.UniqueConstraint("app_name", "user_id", "session_id", "synthetic_event_id",
                             name="uq_adk_session_heal_resolutions_event"),
     )
-    op.create_index(
+    create_index(
         "ix_adk_session_heal_resolutions_session", "adk_session_heal_resolutions",
         ["app_name", "user_id", "session_id"],
     )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_adk_session_heal_resolutions_session", "adk_session_heal_resolutions")
-    op.drop_table("adk_session_heal_resolutions")
+    drop_table("adk_session_heal_resolutions")  # its index and constraint with it

@@ -22,9 +22,19 @@ missing or broken), installs this checkout into it, and runs, per version:
   ADK's ``Runner`` sends the model one answer, the real one, exactly what it
   sends for a call that was never healed (``late_check.py``);
 * ``rerun``: with ``RerunSafeCallsPlugin``, the user's next turn through that
-  ADK's ``Runner`` runs a dead read-only call again (once) and stores its real
-  result before the message, heals the side-effect call of the same turn, and
-  the model's request breaks no provider rule (``rerun_check.py``);
+  ADK's ``Runner`` runs a dead read-only call again (once) through that ADK's
+  own tool path (a guard's refusal and a masking after-callback are what is
+  stored) and stores its answer before the message, heals the side-effect call
+  of the same turn, and the model's request breaks no provider rule
+  (``rerun_check.py``);
+* ``odd``: 3,000 seeded histories with odd calls (empty names, shared and
+  reused ids, text between calls, ...), each followed by the user's next
+  message: healing never makes the request that ADK builds worse for any
+  provider's validator (``odd_check.py``);
+* ``sorted``: a ``DatabaseSessionService`` subclass written through its own
+  ``append_event`` (as an encrypting store is): a real ``Runner`` turn heals as
+  it reads, the heal is stored right after its call, before the later turns,
+  and the runner appends on (``sorted_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -99,7 +109,7 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper", "incremental")
-VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted")
 
 
 class StepFailed(Exception):
@@ -322,6 +332,8 @@ def prepare(env: Env, wheel: Path) -> None:
         ("order", lambda: run_step("order", [env.python, str(HERE / "order_check.py")])),
         ("late", lambda: run_step("late", [env.python, str(HERE / "late_check.py")])),
         ("rerun", lambda: run_step("rerun", [env.python, str(HERE / "rerun_check.py")])),
+        ("odd", lambda: run_step("odd", [env.python, str(HERE / "odd_check.py")])),
+        ("sorted", lambda: run_step("sorted", [env.python, str(HERE / "sorted_check.py")])),
     ]
     try:
         ensure_venv(env)
@@ -332,7 +344,7 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name in ("api", "order", "late", "rerun") and not env.usable:
+        if name in ("api", "order", "late", "rerun", "odd", "sorted") and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:

@@ -679,8 +679,9 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     are kept and reported), so a later repair may heal those calls again.
 
     Exit 0: done (or nothing to do); 2: bad input or environment (one line on
-    stderr); 3: done, but something was skipped: sessions with damaged rows, or
-    sessions that changed or were deleted since the scan (--undo: rows kept).
+    stderr); 3: done, but something was skipped: sessions with damaged rows,
+    sessions that changed or were deleted since the scan, or superseded heals kept
+    because they changed since written or are not ours (--undo: rows kept).
 
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
@@ -739,7 +740,8 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
             _print_lines(output, report.records(), report.summary_json(), REPAIR_COLUMNS)
         _note(output, report.scan.summary_line())
         _note(output, report.summary_line())
-    sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows else 0)
+    sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows or report.kept_back
+             else 0)
 
 
 def _undo(url: str, run_id: str, *, dry_run: bool, yes: bool, batch_size: int,
@@ -791,8 +793,11 @@ def review_group() -> None:
     `review [URL]` (same as `review list`) lists every dead or healed call to a
     side_effect or unknown tool whose outcome is may_have_run or unknown: session,
     tool, arguments (secrets redacted), age. `review resolve CALL_ID [URL]
-    --result JSON | --failed TEXT` writes the call's true outcome as its response,
-    takes back the heal it supersedes, and records who and when in the ledger.
+    --result JSON | --failed TEXT` writes the call's true outcome as its response and
+    takes back the answer it supersedes (the heal, or an earlier resolution) in one
+    transaction, recording who, when and what in the ledger. Another outcome later is
+    a correction; a resolve that lost a race with another operator writes nothing
+    and says what is stored.
     """
 
 
@@ -862,24 +867,23 @@ def review_resolve_command(call_id: str, url: str, app_name: str | None, user_id
                            session_id: str | None, result_json: str | None, failed: str | None,
                            by: str | None, no_ledger: bool, yes: bool, timeout: float | None,
                            as_json: bool) -> None:
-    """Write a healed call's true outcome as its response; take back the heal.
+    """Write a healed call's true outcome as its response; take back what it replaces.
 
     Example: adk-session-heal review resolve call-7 URL --result '{"charged": true}' --yes
     """
     from .operator_review import resolve
+    from .review import check_text, parse_response
     from .store import SessionFilter
     if (result_json is None) == (failed is None):
         raise CliError("pass exactly one of --result JSON and --failed TEXT")
     response: dict[str, Any]
     if failed is not None:
+        check_text(failed, "--failed")
         response = {"error": failed}
     else:
-        try:
-            value = json.loads(result_json or "")
-        except json.JSONDecodeError as exc:
-            raise CliError(f"--result is not JSON ({exc.msg} at {exc.pos}): quote it, e.g. "
-                           "--result '{\"charged\": true}'") from None
-        response = dict(value) if isinstance(value, dict) else {"result": value}
+        response = parse_response(result_json or "", "--result")
+    if by is not None:
+        check_text(by, "--by")
     if not yes:
         if not sys.stdin.isatty():
             raise CliError("review resolve writes to the database: pass --yes to confirm")

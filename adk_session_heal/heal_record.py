@@ -2,17 +2,20 @@
 
 Records of new heals are built in one place,
 :attr:`adk_session_heal.healing.Heal.record`; the ledger reads stored ones back.
+:class:`ResolutionRecord` is the ledger's record of an operator's resolution
+(``review resolve``): who, when, what.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .session_key import SessionKey
 
-__all__ = ["HealRecord", "HealTrigger"]
+__all__ = ["HealRecord", "HealTrigger", "ResolutionRecord"]
 
 
 class HealTrigger(str, enum.Enum):
@@ -113,3 +116,40 @@ class HealRecord:
 def _parallel(values: tuple[str, ...], count: int) -> tuple[str, ...]:
     """Pads (or cuts) a per-call tuple to ``count`` entries with ``unknown``."""
     return (values + ("unknown",) * count)[:count]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionRecord:
+    """One operator's resolution, as the ledger keeps it (revision ``0006``).
+
+    Every resolution gets one, also once a later one has superseded it and its
+    event is gone from the session: the ledger keeps each (who, when, what).
+
+    Attributes:
+        app_name: The session's app.
+        user_id: The session's user.
+        session_id: The session id.
+        synthetic_event_id: The resolution's event id.
+        call_event_id: The event holding the call.
+        call_id: The call resolved.
+        supersedes: The heal or earlier resolution it replaced (taken out).
+        resolved_by: Who.
+        resolved_at: When (POSIX seconds).
+        response: The call's true response, as written.
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+    synthetic_event_id: str
+    call_event_id: str
+    call_id: str
+    supersedes: str
+    resolved_by: str
+    resolved_at: float
+    response: Mapping[str, Any]
+
+    @property
+    def key(self) -> SessionKey:
+        """The session's key."""
+        return SessionKey(self.app_name, self.user_id, self.session_id)

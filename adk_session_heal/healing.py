@@ -16,7 +16,9 @@ same rows:
   the call would be dropped again.
 * **marker**: ``custom_metadata["adk_session_heal"]`` says it is synthetic,
   why, when, which call event and calls it answers, and each call's tool
-  effect and outcome.
+  effect and outcome; its ``seal`` (:func:`row_seal`) is the digest of the
+  rest of the row, so a remover can tell the row is still exactly what was
+  written (:mod:`~adk_session_heal.removal_rule`).
 * **error code**: ``INVOCATION_ABORTED``, as ADK's own abort seal (2.11+): ADK
   2.x then closes the crashed invocation's task scopes and never replays the
   call.
@@ -48,6 +50,7 @@ __all__ = [
     "HEAL_ERROR_MESSAGE",
     "HEAL_ID_SUFFIX",
     "MARKER_VERSION",
+    "SEAL_KEY",
     "Heal",
     "HealPlan",
     "SessionHeals",
@@ -60,6 +63,7 @@ __all__ = [
     "heal_event_id",
     "plan_heals",
     "plan_session",
+    "row_seal",
 ]
 
 E = TypeVar("E")
@@ -70,9 +74,12 @@ HEAL_ERROR_MESSAGE = "The tool call was interrupted before it returned (adk-sess
 MARKER_VERSION = 1
 """Version of the ``custom_metadata["adk_session_heal"]`` marker layout.
 
-Keys are only ever added within a version (``effects``, ``outcomes`` and
-``recovered`` were), so a reader ignores the keys it does not know.
+Keys are only ever added within a version (``effects``, ``outcomes``,
+``recovered`` and ``seal`` were), so a reader ignores the keys it does not know.
 """
+
+SEAL_KEY = "seal"
+"""The marker key holding :func:`row_seal` of the row it is in."""
 
 
 def event_digest(data: Mapping[str, Any]) -> str:
@@ -88,6 +95,50 @@ def event_digest(data: Mapping[str, Any]) -> str:
     """
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every ``null`` object member dropped, at any depth (list items kept)."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _blank(value: Any) -> bool:
+    """Whether a value holds nothing: ``null``, ``""``, ``[]``, or an object of blanks."""
+    if isinstance(value, Mapping):
+        return all(_blank(v) for v in value.values())
+    return value is None or value == "" or value == []
+
+
+def row_seal(row: Mapping[str, Any]) -> str:
+    """Returns the seal of a stored heal row: the digest of its content, its seal left out.
+
+    The layouts store one heal in three forms: the builder's JSON object
+    (:attr:`Heal.data`, the SQL layouts), an ``Event`` (in memory) and that
+    ``Event``'s full ``model_dump_json`` (Redis, as ADK rewrites it on every
+    append). They differ only in what carries nothing: ``null`` members, and
+    top-level fields ADK fills with its defaults (an ``actions`` of empty
+    maps, 2.x's ``node_info`` of an empty path). So the seal is the
+    :func:`event_digest` of the row with ``null`` members dropped at any
+    depth, blank top-level fields dropped, and the marker's own ``seal``
+    left out: every form of one unchanged heal has the same seal, under every
+    supported ADK, and any other change (a note appended, a value edited, a
+    key added with content) changes it.
+
+    Args:
+        row: The event's JSON object, as stored (or an ``Event``'s
+            ``model_dump(mode="json")``).
+    """
+    body = {k: v for k, v in _without_nulls(row).items() if not _blank(v)}
+    metadata = body.get("custom_metadata")
+    if isinstance(metadata, Mapping) and isinstance(marker := metadata.get(
+            HEAL_METADATA_KEY), Mapping):
+        body["custom_metadata"] = {**metadata, HEAL_METADATA_KEY: {
+            k: v for k, v in marker.items() if k != SEAL_KEY}}
+    return event_digest(body)
 
 
 def build_marker(
@@ -120,7 +171,9 @@ def build_marker(
     }
 
 
-def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> dict[str, Any]:
+def heal_event_data(
+    plan: HealPlan, policy: HealPolicy, *, healed_at: float, resolved_by: str | None = None
+) -> dict[str, Any]:
     """Builds the synthetic response event a heal writes, as the JSON object stored.
 
     The one builder of a heal's content: writers store this object and
@@ -130,11 +183,14 @@ def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> 
     call's isolation scope and node path when it has them (only ADK 2.x
     writes those). Defaults are left out, as ADK's ``model_dump(exclude_none=True)``
     would keep them, so a 1.x reader that forbids unknown fields reads it.
+    The marker's last key is its ``seal`` (:func:`row_seal` of the rest).
 
     Args:
         plan: The planned heal.
         policy: Supplies the response payload of each call.
         healed_at: When the heal is written (POSIX seconds), for the marker.
+        resolved_by: For an operator's resolution (see
+            :mod:`~adk_session_heal.review`): who; kept in the marker.
 
     Returns:
         A new JSON-ready dict with snake_case keys; nothing else is touched.
@@ -169,6 +225,10 @@ def heal_event_data(plan: HealPlan, policy: HealPolicy, *, healed_at: float) -> 
         data["isolation_scope"] = plan.isolation_scope
     if plan.node_path:
         data["node_info"] = {"path": plan.node_path}
+    marker = data["custom_metadata"][HEAL_METADATA_KEY]
+    if resolved_by is not None:
+        marker["resolved_by"] = resolved_by
+    marker[SEAL_KEY] = row_seal(data)
     return data
 
 
@@ -209,6 +269,9 @@ class Heal:
             :mod:`~adk_session_heal.review`): who; kept in the marker.
         run_id: The ``repair`` run writing it (``None``: the wrapper); kept
             in its ledger row, not in the event.
+        resolved_call: For an operator's resolution: the call resolved (its
+            other calls keep the answer it supersedes gave them); kept in the
+            ledger's record of the resolution.
     """
 
     plan: HealPlan
@@ -218,6 +281,7 @@ class Heal:
     policy: HealPolicy = field(repr=False, compare=False)
     resolved_by: str | None = None
     run_id: str | None = None
+    resolved_call: str | None = None
 
     @property
     def event_id(self) -> str:
@@ -226,11 +290,9 @@ class Heal:
 
     @cached_property
     def data(self) -> dict[str, Any]:
-        """The synthetic event's JSON object, exactly as SQL writers store it."""
-        data = heal_event_data(self.plan, self.policy, healed_at=self.healed_at)
-        if self.resolved_by is not None:
-            data["custom_metadata"][HEAL_METADATA_KEY]["resolved_by"] = self.resolved_by
-        return data
+        """The synthetic event's JSON object, exactly as SQL writers store it (sealed)."""
+        return heal_event_data(self.plan, self.policy, healed_at=self.healed_at,
+                               resolved_by=self.resolved_by)
 
     @cached_property
     def event(self) -> Event:

@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 from .event_access import ADK_EVENTS, EventAccess
 from .pairing import pair
 
-__all__ = ["RESOLVED_REASON", "LateResult", "is_resolution", "late_results"]
+__all__ = ["RESOLVED_REASON", "LateResult", "is_resolution", "late_results",
+           "superseding_answers"]
 
 RESOLVED_REASON = "resolved"
 """The marker ``reason`` of an operator's resolution (the call's true outcome)."""
@@ -64,6 +65,48 @@ class LateResult:
     response_event_ids: tuple[str, ...]
 
 
+def superseding_answers(
+    events: Sequence[E], access: EventAccess[E] = ADK_EVENTS  # type: ignore[assignment]
+) -> dict[int, dict[str, list[int]]]:
+    """Returns, for each heal of ours, the answers that supersede it, call by call.
+
+    An answer supersedes a heal's answer to a call when ADK attributes both to
+    the same call occurrence (:func:`~adk_session_heal.pairing.pair`) and it is
+    a real (non-synthetic) response, wherever it sorts, or an operator's
+    resolution stored after the heal. This is the one decision behind
+    :func:`late_results` (a heal all of whose calls are superseded), the
+    calls ``review`` lists (none superseded) and the calls ``review resolve``
+    refuses (one with a real response): none of them re-derives it.
+
+    Args:
+        events: A session's events, oldest first, as stored.
+        access: How to read ``events``.
+
+    Returns:
+        ``{heal index: {call id: [indices of the superseding answers]}}``, a
+        key for every event carrying our marker (its map empty when nothing
+        supersedes it); ``{}`` when there is none (one pass over the events).
+    """
+    steps, _ = access.steps(events)
+    markers = {i: marker for i, step in enumerate(steps)
+               if step[1] and (marker := access.heal_marker(events[i])) is not None}
+    if not markers:
+        return {}
+    found: dict[int, dict[str, list[int]]] = {i: {} for i in markers}
+    for occurrence in pair(steps).occurrences:
+        responses = occurrence.responses
+        if len(responses) < 2 or not occurrence.id:
+            continue
+        for heal_index in responses:
+            if heal_index not in markers:
+                continue
+            real = [i for i in responses if i not in markers
+                    or (i > heal_index and is_resolution(markers[i]))]
+            if real:
+                found[heal_index][occurrence.id] = real
+    return found
+
+
 def late_results(
     events: Sequence[E], access: EventAccess[E] = ADK_EVENTS  # type: ignore[assignment]
 ) -> tuple[LateResult, ...]:
@@ -77,27 +120,11 @@ def late_results(
         One :class:`LateResult` per superseded heal, in history order; empty when
         no heal is superseded (the usual case: one pass over the events).
     """
-    steps, _ = access.steps(events)
-    markers = {i: marker for i, step in enumerate(steps)
-               if step[1] and (marker := access.heal_marker(events[i])) is not None}
-    if not markers:
-        return ()
-    real_by_heal: dict[int, dict[str, list[int]]] = {i: {} for i in markers}
-    for occurrence in pair(steps).occurrences:
-        responses = occurrence.responses
-        if len(responses) < 2 or not occurrence.id:
-            continue
-        for heal_index in responses:
-            if heal_index not in markers:
-                continue
-            real = [i for i in responses if i not in markers
-                    or (i > heal_index and is_resolution(markers[i]))]
-            if real:
-                real_by_heal[heal_index][occurrence.id] = real
+    answers = superseding_answers(events, access)
     found: list[LateResult] = []
-    for heal_index, marker in markers.items():
+    for heal_index, answered in answers.items():
+        marker = access.heal_marker(events[heal_index]) or {}
         call_ids = tuple(c for c in marker.get("call_ids") or () if isinstance(c, str))
-        answered = real_by_heal[heal_index]
         if not call_ids or any(call_id not in answered for call_id in call_ids):
             continue
         indices = sorted({i for call_id in call_ids for i in answered[call_id]})

@@ -2,14 +2,23 @@
 
 :func:`review` scans a store (as ``scan`` does, through the layout's one
 adapter) and lists, per session, :func:`~adk_session_heal.review.review_entries`.
-:func:`resolve` writes an operator's answer for one call through the same
-writer as every heal (:meth:`~adk_session_heal.store.SessionStore.write`,
-with its heal-ledger row: trigger ``review``, reason ``resolved``), then takes
-every heal it superseded back out through the same remover
-(:meth:`~adk_session_heal.store.SessionStore.remove`, with a removals-ledger
-row naming who and when). Run again after an interruption it writes nothing
-twice: an identical resolution by the same person is reused, and whatever it
-superseded is taken out.
+:func:`resolve` writes an operator's answer for one call and takes out the
+answer it supersedes (the heal, or an earlier resolution) in one transaction
+of the layout's adapter (:meth:`~adk_session_heal.store.SessionStore.resolve`),
+with its ledger rows: the heal-ledger row (trigger ``review``, reason
+``resolved``), the removal (who, when) and the resolution's own record (who,
+when, what; revision ``0006``). So every resolve is stored or refused:
+
+* an identical repeat (same outcome, same person, still the newest answer)
+  writes nothing;
+* a different outcome is a correction: a new resolution, with an id of its
+  own, superseding the one before;
+* operators resolving one call at once: the first to commit answers it; each
+  other one finds the answer it meant to supersede gone, writes nothing, and
+  says in one line what is stored now (:class:`~adk_session_heal.errors.ResolutionError`,
+  exit 2);
+* a heal that cannot be taken out (changed since it was written, or not ours)
+  is left alone, and nothing is written.
 """
 
 from __future__ import annotations
@@ -21,19 +30,31 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import LedgerError, ResolutionError, StoreError
+from .errors import LedgerError, ResolutionError
 from .event_access import STORED_JSON
-from .healing import SessionHeals
 from .json_version import JSON_FORMAT
 from .late_results import is_resolution, late_results
-from .review import ReviewEntry, plan_resolution, review_entries
+from .review import (
+    ReviewEntry,
+    check_response,
+    check_text,
+    describe_answer,
+    plan_resolution,
+    review_entries,
+)
 from .scan_report import counted
 from .session_key import SessionKey
-from .store import SessionFilter, open_store
-from .store.base import Removal, RemovalReason, RemoveOutcome, StoredSession, WriteOutcome
+from .store import SessionFilter, SessionStore, open_store
+from .store.base import (
+    Removal,
+    RemovalReason,
+    RemoveOutcome,
+    ResolveOutcome,
+    StoredSession,
+)
 from .store.engines import TimeoutArg
 from .store.ledger import missing_ledger_message
-from .store.ledger_table import REMOVALS_REVISIONS
+from .store.ledger_table import RESOLUTIONS_REVISIONS
 from .store.urls import StoreUrl
 
 __all__ = [
@@ -199,6 +220,34 @@ def _answers(stored: StoredSession, call_id: str) -> bool:
                for e in stored.events)
 
 
+async def _find(store: SessionStore, where: SessionFilter, call_id: str) -> StoredSession:
+    """The one session where a heal of ours answers ``call_id``."""
+    found = [s async for s in store.stream_sessions(where)
+             if not s.damaged and _answers(s, call_id)]
+    if not found:
+        raise ResolutionError(f"no heal answers call {call_id!r} in {store}: check the id "
+                              f"(`adk-session-heal review {store}` lists them), or run "
+                              "repair first")
+    if len(found) > 1:
+        raise ResolutionError(
+            f"call {call_id!r} is healed in {len(found)} sessions: pass --session "
+            f"(one of {', '.join(s.key.session_id for s in found[:3])})")
+    return found[0]
+
+
+def _newest_answer(events: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
+    return [e for e in events
+            if call_id in ((STORED_JSON.heal_marker(e) or {}).get("call_ids") or ())][-1]
+
+
+def _identical(event: dict[str, Any], call_id: str, response: Mapping[str, Any],
+               who: str) -> bool:
+    """Whether ``event`` is a resolution of ``call_id`` by ``who`` with this very response."""
+    marker = STORED_JSON.heal_marker(event) or {}
+    return (is_resolution(marker) and marker.get("resolved_by") == who
+            and _response_of(event, call_id) == dict(response))
+
+
 async def resolve(
     url: str | StoreUrl,
     call_id: str,
@@ -210,7 +259,7 @@ async def resolve(
     now: float | None = None,
     timeout: TimeoutArg = None,
 ) -> ResolveReport:
-    """Writes a healed call's true outcome and takes back the heal it supersedes.
+    """Writes a healed call's true outcome and takes back the answer it supersedes.
 
     Args:
         url: The store.
@@ -218,59 +267,84 @@ async def resolve(
         response: Its true response: ``{"result": ...}`` or ``{"error": ...}``.
         where: Which session (needed when the id is healed in several).
         by: Who resolves (default: :func:`default_reviewer`).
-        ledger: Record the resolution and the removals in the ledger (it must be
-            at revision 0003 or later).
+        ledger: Record the resolution and the removal in the ledger (it must be
+            at revision 0006 or later).
         now: The clock (default: now).
         timeout: How long to wait for a database server.
 
     Raises:
-        ResolutionError: No heal answers the call, or several sessions hold it.
-        LedgerError: ``ledger`` is on and the removals table is missing.
+        ResolutionError: The response or the name is one ADK could not read
+            back, no heal answers the call, several sessions hold it, the call
+            has its real response already, the answer to supersede cannot be
+            taken out, or another operator resolved the call meanwhile (the
+            message says what is stored now). Nothing is written.
+        LedgerError: ``ledger`` is on and the ledger is below revision 0006.
         StoreError: The store cannot be used.
     """
     clock = time.time() if now is None else now
     who = by or default_reviewer()
+    check_response(response)
+    check_text(who, "the resolver's name (--by)")
     store = await open_store(url, writable=True, timeout=timeout)
     try:
-        if ledger and (revision := await store.ledger_revision()) not in REMOVALS_REVISIONS:
+        if ledger and (revision := await store.ledger_revision()) not in RESOLUTIONS_REVISIONS:
             raise LedgerError(missing_ledger_message(store, revision), missing=True)
-        found = [s async for s in store.stream_sessions(where or SessionFilter())
-                 if not s.damaged and _answers(s, call_id)]
-        if not found:
-            raise ResolutionError(f"no heal answers call {call_id!r} in {store}: check the id "
-                                  f"(`adk-session-heal review {store}` lists them), or run "
-                                  "repair first")
-        if len(found) > 1:
-            raise ResolutionError(
-                f"call {call_id!r} is healed in {len(found)} sessions: pass --session "
-                f"(one of {', '.join(s.key.session_id for s in found[:3])})")
-        (stored,) = found
+        stored = await _find(store, where or SessionFilter(), call_id)
         events = stored.events
-        newest = [e for e in events
-                  if call_id in ((STORED_JSON.heal_marker(e) or {}).get("call_ids") or ())][-1]
-        marker = STORED_JSON.heal_marker(newest) or {}
-        if is_resolution(marker) and marker.get("resolved_by") == who and _response_of(
-                newest, call_id) == dict(response):
+        newest = _newest_answer(events, call_id)
+        removals: list[tuple[str, RemoveOutcome]] = []
+        if _identical(newest, call_id, response, who):
             event_id, written = STORED_JSON.event_id(newest), False
         else:
-            heal, _ = plan_resolution(events, stored.key, call_id, response, by=who, at=clock)
-            (result,) = await store.write([SessionHeals(stored.key, None, (heal,))],
-                                          ledger=ledger)
-            if result.outcome not in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT):
-                raise StoreError(f"session {stored.key.session_id!r} changed while resolving: "
-                                 "run the command again")
-            event_id, written = heal.event_id, result.written
-            events = [*events[:heal.plan.insert_at], heal.data, *events[heal.plan.insert_at:]]
-        removals = [Removal(stored.key, late.heal_event_id, late.call_event_id, late.call_ids,
-                            RemovalReason.RESOLVED, clock, who, (event_id,))
-                    for late in late_results(events, STORED_JSON)
-                    if late.heal_event_id != event_id]
-        outcomes = await store.remove(removals, ledger=ledger) if removals else []
+            heal, superseded = plan_resolution(events, stored.key, call_id, response, by=who,
+                                               at=clock)
+            marker = STORED_JSON.heal_marker(superseded) or {}
+            removal = Removal(stored.key, STORED_JSON.event_id(superseded),
+                              str(marker.get("call_event_id", "")),
+                              tuple(str(c) for c in marker.get("call_ids") or ()),
+                              RemovalReason.RESOLVED, clock, who, (heal.event_id,))
+            result = await store.resolve(heal, removal, ledger=ledger)
+            if result.outcome is ResolveOutcome.KEPT:
+                raise ResolutionError(
+                    f"{removal.event_id}, the answer to call {call_id!r} this would replace, "
+                    f"stays ({result.problem}): nothing written; check it, then take it out "
+                    "by hand or leave the call as it is")
+            if result.outcome is ResolveOutcome.GONE:
+                now_stored = await _find(store, where or SessionFilter(), call_id)
+                current = _newest_answer(now_stored.events, call_id)
+                if not _identical(current, call_id, response, who):
+                    raise ResolutionError(
+                        f"call {call_id!r} was answered meanwhile, now by "
+                        f"{describe_answer(now_stored.events, call_id)}: nothing written; "
+                        "check it, then resolve again to change it")
+                event_id, written = STORED_JSON.event_id(current), False
+                events = now_stored.events
+            else:
+                event_id, written = heal.event_id, result.outcome is ResolveOutcome.WRITTEN
+                removals.append((removal.event_id, RemoveOutcome.REMOVED))
+                index = next(i for i, e in enumerate(events)
+                             if STORED_JSON.event_id(e) == removal.event_id)
+                events = [*events[:index], heal.data, *events[index + 1:]]
+        removals.extend(await _clean_up(store, stored.key, events, event_id, who, clock, ledger))
     finally:
         await store.close()
-    return ResolveReport(str(store), stored.key, call_id, event_id, written,
-                         tuple((r.event_id, o) for r, o in zip(removals, outcomes, strict=True)),
+    return ResolveReport(str(store), stored.key, call_id, event_id, written, tuple(removals),
                          who, clock, dict(response))
+
+
+async def _clean_up(
+    store: SessionStore, key: SessionKey, events: list[dict[str, Any]], event_id: str,
+    who: str, clock: float, ledger: bool,
+) -> list[tuple[str, RemoveOutcome]]:
+    """Takes out what earlier, interrupted resolves left superseded (rows the rule lets go)."""
+    removals = [Removal(key, late.heal_event_id, late.call_event_id, late.call_ids,
+                        RemovalReason.RESOLVED, clock, who, (event_id,))
+                for late in late_results(events, STORED_JSON)
+                if late.heal_event_id != event_id]
+    if not removals:
+        return []
+    outcomes = await store.remove(removals, ledger=ledger)
+    return [(r.event_id, o) for r, o in zip(removals, outcomes, strict=True)]
 
 
 def _response_of(event: Mapping[str, Any], call_id: str) -> dict[str, Any] | None:

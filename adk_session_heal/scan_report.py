@@ -665,6 +665,11 @@ class RepairReport:
         return sum(1 for _, outcome in self.removals if outcome is RemoveOutcome.REMOVED)
 
     @property
+    def kept_back(self) -> int:
+        """How many superseded heals the remover kept: changed since written, or not ours."""
+        return sum(1 for _, outcome in self.removals if outcome is RemoveOutcome.KEPT)
+
+    @property
     def healed(self) -> int:
         """How many synthetic events this run wrote."""
         return sum(1 for h in self.heals if h.written)
@@ -723,6 +728,8 @@ class RepairReport:
                         "skipped whole")
         taken = (f"; superseded heals taken back: {self.taken_back} of {back}"
                  if back else "")
+        if self.kept_back:
+            taken += f" ({self.kept_back} kept: changed since written, or not ours)"
         return (f"Synthetic events written: {self.healed} "
                 f"({self.already_present} already present{skipped}){taken}; {ledger}.")
 

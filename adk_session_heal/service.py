@@ -457,6 +457,11 @@ class HealingSessionService(BaseSessionService):
                 return
         gone = {r.event_id for r, outcome in zip(removals, results, strict=True)
                 if outcome is not RemoveOutcome.KEPT}
+        if kept := [r.event_id for r in removals if r.event_id not in gone]:
+            logger.log(logging.WARNING if warn else logging.DEBUG,
+                       "adk_session_heal: kept superseded row(s) %s in session %s: changed "
+                       "since written, or not a heal of ours in its place", ", ".join(kept),
+                       session.id)
         session.events[:] = [e for e in session.events if e.id not in gone]
         done: list[Removal] = []
         for removal, found, outcome in zip(removals, late, results, strict=True):

@@ -104,8 +104,8 @@ async def temporary_database(kind: str, *, driver: str | None = None) -> AsyncIt
 async def temporary_redis_prefix() -> AsyncIterator[str]:
     """Yields a fresh ADK key prefix on the Redis server; deletes its keys after.
 
-    Also deletes the heal ledger's hash, the removals list, the runs' hash and the
-    tool-run hashes for that prefix.
+    Also deletes the heal ledger's hash, the removals and resolutions lists, the runs'
+    hash and the tool-run hashes for that prefix.
     """
     require_server("redis")
     import redis.asyncio as redis_asyncio
@@ -121,6 +121,7 @@ async def temporary_redis_prefix() -> AsyncIterator[str]:
                 match=f"adk_session_heal:tool_runs:{prefix}*")]
             await client.delete(f"adk_session_heal:ledger:{prefix}",
                                 f"adk_session_heal:removals:{prefix}",
+                                f"adk_session_heal:resolutions:{prefix}",
                                 f"adk_session_heal:runs:{prefix}", *keys)
         finally:
             await client.aclose()

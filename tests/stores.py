@@ -6,7 +6,9 @@ store of each kind the CLI supports: ADK's ``SqliteSessionService`` file, and
 histories through the kind's real ADK service (``create_session`` +
 ``append_event``), ``bulk_fill`` writes many sessions fast with the exact rows
 ADK writes (for the interruption test and the benchmark), and ``snapshot``
-reads every table of a store for byte-for-byte comparisons.
+reads every table of a store for byte-for-byte comparisons. ``make_store`` also
+makes a ``redis`` store (:data:`CLI_KINDS`): a key prefix of its own on the
+real Redis, its sessions written by ADK's ``RedisSessionService``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
 from google.adk.sessions.schemas.v1 import StorageSession
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
-from servers import temporary_database
+from servers import REDIS_URL, temporary_database, temporary_redis_prefix
 from sqlalchemy import insert, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -32,10 +35,14 @@ from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.store.adk_sqlite import insert_sqlite_events, sqlite_event_row
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
+from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import History
 
 KINDS = ["adk_sqlite", "db_sqlite", "postgres", "mariadb"]
-"""Every store layout/backend the CLI reads."""
+"""Every SQL store layout/backend the CLI reads."""
+
+CLI_KINDS = [*KINDS, "redis"]
+"""Every layout the CLI reads and writes: the SQL ones and ADK's Redis sessions."""
 
 APP, USER = "app", "user"
 
@@ -58,6 +65,13 @@ class Store:
         """Returns a new instance of the ADK service that owns this store."""
         if self.kind == "adk_sqlite":
             return SqliteSessionService(str(self.sqlite_path))
+        if self.kind == "redis":
+            from google.adk.integrations.redis import (
+                RedisSessionService,
+                RedisSessionServiceConfig,
+            )
+            return RedisSessionService(RedisSessionServiceConfig(
+                uri=REDIS_URL, key_prefix=parse_store_url(self.url).redis_key_prefix))
         return DatabaseSessionService(self.url)
 
 
@@ -67,6 +81,9 @@ async def make_store(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
         yield Store(kind, f"sqlite:///{tmp_path / 'adk.db'}")
     elif kind == "db_sqlite":
         yield Store(kind, f"sqlite+aiosqlite:///{tmp_path / 'db.db'}")
+    elif kind == "redis":
+        async with temporary_redis_prefix() as prefix:
+            yield Store(kind, f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}")
     else:
         async with temporary_database(kind) as url:
             yield Store(kind, url)
@@ -80,10 +97,13 @@ async def adk_store_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> A
 
 
 async def close(service: BaseSessionService) -> None:
-    """Closes a service that has a ``close``."""
+    """Closes a service that has a ``close`` (or the client ADK's Redis service opened)."""
     closer = getattr(service, "close", None)
     if closer is not None:
         await closer()
+    client = getattr(service, "_redis_client", None)
+    if client is not None:
+        await client.aclose()
 
 
 async def fill(store: Store, histories: Mapping[str, History], *, app: str = APP,
@@ -160,9 +180,21 @@ def crashed_histories() -> dict[str, History]:
 
 
 async def snapshot(store: Store) -> Any:
-    """Returns every table's full content (the file's bytes for SQLite)."""
+    """Returns every table's full content (the file's bytes for SQLite; for Redis, every
+    key of the prefix and of our ledger beside it)."""
     if store.sqlite_path is not None:
         return store.sqlite_path.read_bytes()
+    if store.kind == "redis":
+        import redis.asyncio as redis_asyncio
+
+        prefix = parse_store_url(store.url).redis_key_prefix
+        client = redis_asyncio.from_url(REDIS_URL)
+        try:
+            keys = sorted([k async for k in client.scan_iter(match=f"{prefix}*")] + [
+                k async for k in client.scan_iter(match=f"adk_session_heal:*:{prefix}")])
+            return {k: await client.dump(k) for k in keys}
+        finally:
+            await client.aclose()
     engine = create_async_engine(store.url)
     try:
         async with engine.connect() as conn:

@@ -328,8 +328,8 @@ async def test_history_without_ledger_and_db_current(tmp_path: Path) -> None:
         await fill(store, crashed_histories())
         assert_one_line_error(cli("history", store.url), "db upgrade")
         assert "revision none" in cli("db", "current", store.url).stdout
-        assert "revision 0005" in cli("db", "upgrade", store.url).stdout
-        assert "revision 0005" in cli("db", "current", store.url).stdout
+        assert "revision 0006" in cli("db", "upgrade", store.url).stdout
+        assert "revision 0006" in cli("db", "current", store.url).stdout
         # ADK's SqliteSessionService still reads the file with our table beside its own.
         service = SqliteSessionService(str(store.sqlite_path))
         assert await service.get_session(app_name="app", user_id="user", session_id="ok")

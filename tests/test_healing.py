@@ -17,6 +17,7 @@ from adk_session_heal.healing import (
     build_heal_event,
     heal_event_id,
     plan_heals,
+    row_seal,
 )
 from adk_session_heal.policy import (
     DEFAULT_PAYLOAD,
@@ -67,7 +68,8 @@ def test_one_heal_per_call_event_covers_all_its_dead_calls() -> None:
 
 
 def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None:
-    """The heal carries the call event's author, branch and invocation, and the marker."""
+    """The heal carries the call event's author, branch and invocation, and the marker, sealed
+    over the rest of the row."""
     h = crashed_parallel()
     call_event = h.events[1]
     (plan,) = plan_heals(h.events, classify(h.events, now=NOW), **KEY)
@@ -87,6 +89,7 @@ def test_synthetic_event_copies_author_branch_invocation_and_is_marked() -> None
             "effects": ["unknown", "unknown"],
             "outcomes": ["unknown", "unknown"],
             "recovered": [False, False],
+            "seal": row_seal(event.model_dump(mode="json")),
         }
     }
 

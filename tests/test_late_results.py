@@ -22,6 +22,7 @@ from stores import (
     snapshot,
 )
 from test_cli import assert_one_line_error, cli
+from test_undo import _change_one_heal, event_rows
 
 from adk_session_heal.event_access import STORED_JSON
 from adk_session_heal.findings import classify
@@ -297,3 +298,21 @@ async def test_repair_with_a_ledger_below_0003_refuses_in_one_line(tmp_path: Pat
         before = await snapshot(store)
         assert_one_line_error(cli("repair", store.url, "--yes"), "db upgrade")
         assert await snapshot(store) == before
+
+
+async def test_repair_keeps_a_superseded_heal_edited_since_and_says_so(adk_store: Store) -> None:
+    """A heal with a support note appended, then superseded by its real response: repair keeps
+    it (as edited), says so in its summary and removals, and exits 3."""
+    history, _ = crashed(1_700_000_000.0)
+    await fill(adk_store, {"late": history})
+    assert cli("db", "upgrade", adk_store.url).exit_code == 0
+    assert cli("repair", adk_store.url, "--yes").exit_code == 0
+    await _change_one_heal(adk_store, "late", "e-0002-heal")
+    await _store_late_response(adk_store, "late")
+    done = cli("repair", adk_store.url, "--yes", "--json")
+    assert done.exit_code == 3, done.output
+    assert [(r["synthetic_event_id"], r["outcome"]) for r in json.loads(done.stdout)[
+        "removals"]] == [("e-0002-heal", "kept")]
+    assert ("superseded heals taken back: 0 of 1 (1 kept: changed since written, or not ours)"
+            in done.stderr)
+    assert "edited by hand" in str(await event_rows(adk_store))

@@ -19,7 +19,7 @@ IO = ("asyncio", "click", "rich", "alembic", "opentelemetry", "socket", "subproc
 
 PURE = ("session_key", "event_access", "pairing", "invocations", "findings", "policy",
         "heal_plan", "healing", "heal_record", "adk_compat", "formats", "validators",
-        "provider_rules", "request_repair", "messages", "unhealable")
+        "provider_rules", "request_repair", "messages", "unhealable", "removal_rule")
 """The pure core: decisions on plain data."""
 
 

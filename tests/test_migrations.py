@@ -52,19 +52,23 @@ async def test_upgrade_downgrade_upgrade(adk_store: Store) -> None:
     await _host_alembic_version(adk_store, "host_rev_42")
     adk_tables = await table_names(adk_store)
     assert await migrate.current(adk_store.url) is None
-    assert await migrate.upgrade(adk_store.url) == migrate.head_revision() == "0005"
-    assert await migrate.current(adk_store.url) == "0005"
+    assert await migrate.upgrade(adk_store.url) == migrate.head_revision() == "0006"
+    assert await migrate.current(adk_store.url) == "0006"
     assert {"adk_session_heal_ledger", "adk_session_heal_alembic_version",
             "adk_session_heal_tool_runs", "adk_session_heal_removals", "adk_session_heal_runs",
             "adk_session_heal_watermarks", "adk_session_heal_unsettled",
-            } <= await table_names(adk_store)
-    assert await migrate.upgrade(adk_store.url) == "0005"  # a second upgrade is a no-op
+            "adk_session_heal_resolutions"} <= await table_names(adk_store)
+    assert await migrate.upgrade(adk_store.url) == "0006"  # a second upgrade is a no-op
+    assert await migrate.downgrade(adk_store.url, "0005") == "0005"
+    assert "adk_session_heal_resolutions" not in await table_names(adk_store)
+    assert "adk_session_heal_watermarks" in await table_names(adk_store)
+    assert await migrate.upgrade(adk_store.url) == "0006"  # 0006's own down and up
     assert await migrate.downgrade(adk_store.url, "0004") == "0004"
     assert "adk_session_heal_watermarks" not in await table_names(adk_store)
     assert "adk_session_heal_unsettled" not in await table_names(adk_store)
     assert await migrate.downgrade(adk_store.url, "0003") == "0003"
     assert "adk_session_heal_runs" not in await table_names(adk_store)
-    assert await migrate.upgrade(adk_store.url) == "0005"  # 0004's and 0005's own down and up
+    assert await migrate.upgrade(adk_store.url) == "0006"  # 0004's to 0006's own down and up
     assert await migrate.downgrade(adk_store.url, "0002") == "0002"
     assert "adk_session_heal_removals" not in await table_names(adk_store)
     assert "adk_session_heal_tool_runs" in await table_names(adk_store)
@@ -73,7 +77,7 @@ async def test_upgrade_downgrade_upgrade(adk_store: Store) -> None:
     assert "adk_session_heal_ledger" in await table_names(adk_store)
     assert await migrate.downgrade(adk_store.url, "base") is None
     assert "adk_session_heal_ledger" not in await table_names(adk_store)
-    assert await migrate.upgrade(adk_store.url) == "0005"
+    assert await migrate.upgrade(adk_store.url) == "0006"
     assert await _host_alembic_version(adk_store) == "host_rev_42"
     assert adk_tables <= await table_names(adk_store)
 
@@ -106,7 +110,7 @@ def test_adk_sqlite_file_stays_adk_sqlite(tmp_path: Path) -> None:
                       "adk_session_heal_ledger", "adk_session_heal_alembic_version",
                       "adk_session_heal_tool_runs", "adk_session_heal_removals",
                       "adk_session_heal_runs", "adk_session_heal_watermarks",
-                      "adk_session_heal_unsettled"}
+                      "adk_session_heal_unsettled", "adk_session_heal_resolutions"}
 
 
 def test_the_head_revision_known_without_alembic_is_the_scripts_head() -> None:
@@ -211,16 +215,18 @@ async def test_upgrade_sql_writes_nothing_and_builds_what_db_upgrade_builds(
     assert "UPDATE adk_session_heal_alembic_version SET version_num='0004'" in printed.stdout
     assert "CREATE TABLE adk_session_heal_watermarks (" in printed.stdout
     assert "UPDATE adk_session_heal_alembic_version SET version_num='0005'" in printed.stdout
+    assert "CREATE TABLE adk_session_heal_resolutions (" in printed.stdout
+    assert "UPDATE adk_session_heal_alembic_version SET version_num='0006'" in printed.stdout
     quoted = {"postgres": " trigger VARCHAR", "mariadb": "`trigger` VARCHAR"}
     assert quoted.get(adk_store.kind, '"trigger" VARCHAR') in printed.stdout  # the dialect's SQL
     assert await snapshot(adk_store) == before  # SQLite: the same bytes
     run_sql(adk_store, printed.stdout)
-    assert await migrate.current(adk_store.url) == "0005"
+    assert await migrate.current(adk_store.url) == "0006"
     from_script = await ledger_schema(adk_store)
     assert cli("db", "downgrade", adk_store.url, "base", "--yes").exit_code == 0
     assert cli("db", "upgrade", adk_store.url).exit_code == 0
     assert await ledger_schema(adk_store) == from_script
-    assert from_script["version_rows"] == [("0005",)]
+    assert from_script["version_rows"] == [("0006",)]
 
 
 async def test_downgrade_sql_prints_drops_and_writes_nothing(adk_store: Store) -> None:
@@ -236,13 +242,14 @@ async def test_downgrade_sql_prints_drops_and_writes_nothing(adk_store: Store) -
     assert "DROP TABLE adk_session_heal_removals;" in printed.stdout
     assert "DROP TABLE adk_session_heal_runs;" in printed.stdout
     assert "DROP TABLE adk_session_heal_unsettled;" in printed.stdout
+    assert "DROP TABLE adk_session_heal_resolutions;" in printed.stdout
     assert "DROP TABLE adk_session_heal_alembic_version;" in printed.stdout
     assert await snapshot(adk_store) == before
     run_sql(adk_store, printed.stdout)
     assert await migrate.current(adk_store.url) is None
     assert not {t for t in await table_names(adk_store) if t.startswith("adk_session_heal")}
     run_sql(adk_store, cli("db", "upgrade", adk_store.url, "--sql").stdout)
-    assert await migrate.current(adk_store.url) == "0005"
+    assert await migrate.current(adk_store.url) == "0006"
 
 
 async def test_downgrade_to_base_drops_only_our_tables_then_upgrade_again(
@@ -260,7 +267,7 @@ async def test_downgrade_to_base_drops_only_our_tables_then_upgrade_again(
     assert not {t for t in await table_names(adk_store) if t.startswith("adk_session_heal")}
     assert await events_rows(adk_store) == healed
     assert "revision none" in cli("db", "current", adk_store.url).stdout
-    assert "revision 0005" in cli("db", "upgrade", adk_store.url).stdout
+    assert "revision 0006" in cli("db", "upgrade", adk_store.url).stdout
     assert json.loads(cli("history", adk_store.url, "--json").stdout)["heals"] == []
     assert json.loads(cli("repair", adk_store.url, "--yes", "--json").stdout)["healed"] == 0
     assert await events_rows(adk_store) == healed
@@ -281,7 +288,7 @@ def test_sql_connects_to_nothing(url: str, command: list[str]) -> None:
     document = json.loads(cli("db", command[0], url, *command[1:], "--sql", "--json").stdout)
     assert document["sql"] == printed.stdout
     assert document["dialect"] == url.split("+")[0]
-    assert document["revision"] == ("0005" if command[0] == "upgrade" else None)
+    assert document["revision"] == ("0006" if command[0] == "upgrade" else None)
     assert "hunter2" not in json.dumps(document)
 
 
@@ -311,28 +318,29 @@ async def test_current_and_history_json(tmp_path: Path) -> None:
         assert offline["version"] == offline["format"] == 1 and offline["command"] == "db history"
         assert offline["url"] is None and offline["current"] is None
         assert [(r["id"], r["head"], r["current"]) for r in offline["revisions"]] == [
-            ("0005", True, None), ("0004", False, None), ("0003", False, None),
-            ("0002", False, None), ("0001", False, None)]
-        assert offline["head"] == "0005" and offline["revisions"][4]["down_revision"] is None
-        assert offline["revisions"][4]["message"].startswith("The heal ledger")
-        assert offline["revisions"][3]["message"].startswith("The tool-run ledger")
-        assert offline["revisions"][2]["message"].startswith("The removals ledger")
-        assert offline["revisions"][1]["message"].startswith("Repair runs")
-        assert offline["revisions"][0]["message"].startswith("Incremental scans")
+            ("0006", True, None), ("0005", False, None), ("0004", False, None),
+            ("0003", False, None), ("0002", False, None), ("0001", False, None)]
+        assert offline["head"] == "0006" and offline["revisions"][5]["down_revision"] is None
+        assert offline["revisions"][5]["message"].startswith("The heal ledger")
+        assert offline["revisions"][4]["message"].startswith("The tool-run ledger")
+        assert offline["revisions"][3]["message"].startswith("The removals ledger")
+        assert offline["revisions"][2]["message"].startswith("Repair runs")
+        assert offline["revisions"][1]["message"].startswith("Incremental scans")
+        assert offline["revisions"][0]["message"].startswith("Resolutions")
         before = json.loads(cli("db", "current", store.url, "--json").stdout)
         assert before == {"version": 1, "format": 1, "command": "db current", "url": store.url,
-                          "dialect": "sqlite", "revision": None, "head": "0005",
+                          "dialect": "sqlite", "revision": None, "head": "0006",
                           "up_to_date": False}
         assert json.loads(cli("db", "history", store.url, "--json").stdout)["revisions"][0][
             "current"] is False
         up = json.loads(cli("db", "upgrade", store.url, "--json").stdout)
         assert up == {"version": 1, "format": 1, "command": "db upgrade", "url": store.url,
-                      "dialect": "sqlite", "target": "head", "revision": "0005",
-                      "head": "0005", "sql": None}
+                      "dialect": "sqlite", "target": "head", "revision": "0006",
+                      "head": "0006", "sql": None}
         after = json.loads(cli("db", "current", store.url, "--json").stdout)
-        assert after["revision"] == "0005" and after["up_to_date"] is True
+        assert after["revision"] == "0006" and after["up_to_date"] is True
         history = json.loads(cli("db", "history", store.url, "--json").stdout)
-        assert history["current"] == "0005" and history["revisions"][0]["current"] is True
+        assert history["current"] == "0006" and history["revisions"][0]["current"] is True
         assert "(head) (current)" in cli("db", "history", store.url).stdout
 
 
@@ -447,7 +455,8 @@ for _revision, _added in (
         ("0002", {"adk_session_heal_tool_runs"}),
         ("0003", {"adk_session_heal_removals"}),
         ("0004", {"adk_session_heal_runs"}),
-        ("0005", {"adk_session_heal_watermarks", "adk_session_heal_unsettled"})):
+        ("0005", {"adk_session_heal_watermarks", "adk_session_heal_unsettled"}),
+        ("0006", {"adk_session_heal_resolutions"})):
     OUR_TABLES[_revision] = OUR_TABLES[list(OUR_TABLES)[-1]] | _added
 """Our tables at each revision, written out here independently of the package's own map."""
 
@@ -524,8 +533,8 @@ async def test_downgrade_to_base_and_back_up_after_real_use(adk_store: Store) ->
     assert cli("db", "downgrade", adk_store.url, "base", "--yes").exit_code == 0  # again: no-op
     assert await events_rows(adk_store) == events
 
-    assert "revision 0005" in cli("db", "upgrade", adk_store.url).stdout
-    assert await ours(adk_store) == OUR_TABLES["0005"]
+    assert "revision 0006" in cli("db", "upgrade", adk_store.url).stdout
+    assert await ours(adk_store) == OUR_TABLES["0006"]
     assert cli("scan", adk_store.url, "--incremental").exit_code in (0, 1)
     assert cli("repair", adk_store.url, "--incremental", "--yes").exit_code == 0
     assert cli("repair", adk_store.url, "--yes").exit_code == 0
@@ -626,7 +635,7 @@ async def test_a_migration_killed_at_any_write_is_told_truly_and_a_rerun_finishe
                 await assert_told_truly(store, finish=quarter % 2 == 0)
                 rerun = cli(*command)
                 assert rerun.exit_code == 0, (context, rerun.output)
-                target = None if command[1] == "downgrade" else "0005"
+                target = None if command[1] == "downgrade" else "0006"
                 assert await migrate.current(store.url) == target, context
                 assert await ours(store) == OUR_TABLES[target], context
                 assert await events_rows(store) == events, context
@@ -640,11 +649,11 @@ async def test_db_current_notices_any_table_of_ours_missing(tmp_path: Path) -> N
         assert cli("db", "upgrade", store.url).exit_code == 0
         assert store.sqlite_path is not None
         pristine = store.sqlite_path.read_bytes()
-        for table in sorted(OUR_TABLES["0005"] - {VERSION_TABLE}):
+        for table in sorted(OUR_TABLES["0006"] - {VERSION_TABLE}):
             store.sqlite_path.write_bytes(pristine)
             with closing(sqlite3.connect(store.sqlite_path)) as db, db:
                 db.execute(f"DROP TABLE {table}")
-            assert_one_line_error(cli("db", "current", store.url), "0005", table)
+            assert_one_line_error(cli("db", "current", store.url), "0006", table)
 
 
 async def test_tables_changed_by_hand_are_one_line_and_downgrade_base_rebuilds(
@@ -657,12 +666,12 @@ async def test_tables_changed_by_hand_are_one_line_and_downgrade_base_rebuilds(
         assert store.sqlite_path is not None
         with closing(sqlite3.connect(store.sqlite_path)) as db, db:
             db.execute("DROP TABLE adk_session_heal_tool_runs")
-        assert_one_line_error(cli("db", "current", store.url), "do not match", "0005",
+        assert_one_line_error(cli("db", "current", store.url), "do not match", "0006",
                               "missing adk_session_heal_tool_runs", "db downgrade")
         assert_one_line_error(cli("db", "upgrade", store.url), "do not match")
         assert cli("db", "downgrade", store.url, "base", "--yes").exit_code == 0
         assert await ours(store) == set()
-        assert "revision 0005" in cli("db", "upgrade", store.url).stdout
+        assert "revision 0006" in cli("db", "upgrade", store.url).stdout
 
 
 async def test_relative_revisions_step_from_the_current_one(tmp_path: Path) -> None:
@@ -671,12 +680,12 @@ async def test_relative_revisions_step_from_the_current_one(tmp_path: Path) -> N
     async for store in make_store("db_sqlite", tmp_path):
         await fill(store, {"ok": crashed_histories()["ok"]})
         assert cli("db", "upgrade", store.url).exit_code == 0
-        assert "revision 0004" in cli("db", "downgrade", "--yes", store.url, "--", "-1").stdout
-        assert "revision 0005" in cli("db", "upgrade", store.url, "--revision", "+1").stdout
-        assert "revision 0003" in cli("db", "downgrade", store.url, "head-2", "--yes").stdout
+        assert "revision 0005" in cli("db", "downgrade", "--yes", store.url, "--", "-1").stdout
+        assert "revision 0006" in cli("db", "upgrade", store.url, "--revision", "+1").stdout
+        assert "revision 0004" in cli("db", "downgrade", store.url, "head-2", "--yes").stdout
         assert "revision 0002" in cli("db", "downgrade", store.url, "0003-1", "--yes").stdout
         assert_one_line_error(cli("db", "downgrade", "--yes", store.url, "--", "-3"), "'-3'",
                               "past the first revision")
-        assert_one_line_error(cli("db", "upgrade", store.url, "--revision", "+4"), "'+4'")
+        assert_one_line_error(cli("db", "upgrade", store.url, "--revision", "+5"), "'+5'")
         assert_one_line_error(cli("db", "upgrade", store.url, "--revision=-1"), "wrong way")
         assert "revision 0002" in cli("db", "current", store.url).stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import sqlite3
@@ -31,11 +32,13 @@ from stores import (
     snapshot,
 )
 from test_cli import assert_one_line_error, cli
+from test_removal_rule import KEY, healed
 
+from adk_session_heal.event_access import STORED_JSON
 from adk_session_heal.heal_record import HealRecord, HealTrigger
 from adk_session_heal.healing import event_digest
 from adk_session_heal.session_key import SessionKey
-from adk_session_heal.store.base import Removal, RemovalReason, removable
+from adk_session_heal.store.base import Removal, RemovalReason, RemoveOutcome, decide_removal
 from adk_session_heal.store.ledger import open_heal_ledger
 from adk_session_heal.store.sql_tables import DATABASE_EVENTS_TABLE
 from adk_session_heal.store.urls import parse_store_url
@@ -234,7 +237,8 @@ async def test_an_unknown_or_undo_run_id_is_one_line(tmp_path: Path) -> None:
 
 
 def test_plan_undo_skips_what_an_undo_took_out_and_needs_the_digest() -> None:
-    """Pure planning: one removal per heal not undone yet, each bound to its stored digest."""
+    """Pure planning: one removal per heal not undone yet, each bound to its stored digest;
+    the one removal rule then takes the row out only while that digest holds."""
     key = SessionKey("a", "u", "s")
 
     def record(event_id: str) -> HealRecord:
@@ -245,15 +249,19 @@ def test_plan_undo_skips_what_an_undo_took_out_and_needs_the_digest() -> None:
                         undoes="r1", run_id="r2", at=5.0, by="me")
     assert [(r.event_id, r.digest, r.detail, r.run_id, r.reason) for r in planned] == [
         ("e2-heal", "", ("r1",), "r2", RemovalReason.UNDO)]
-    data = {"id": "e2-heal", "custom_metadata": {
-        "adk_session_heal": {"synthetic": True, "call_event_id": "e2"}}}
-    marker = data["custom_metadata"]["adk_session_heal"]
-    removal = Removal(key, "e2-heal", "e2", ("c",), RemovalReason.UNDO, 5.0, "me",
-                      digest=event_digest(data))
-    assert removable(marker, removal, dict(reversed(list(data.items()))))
-    assert not removable(marker, removal, {**data, "author": "x"})
-    assert not removable(marker, removal, None)
-    assert not removable(marker, planned[0], data)  # no digest recorded: never ours to take
+    events, heal, _ = healed()
+    removal = Removal(KEY, heal.event_id, "e-0002", ("call-1",), RemovalReason.UNDO, 5.0, "me",
+                      digest=event_digest(heal.data))
+
+    def outcome(rows: list[dict[str, Any]], undo: Removal = removal) -> RemoveOutcome:
+        return decide_removal(rows, undo, access=STORED_JSON, stored=dict).outcome
+
+    reordered = [dict(reversed(list(e.items()))) for e in events]
+    assert outcome(reordered) is RemoveOutcome.REMOVED  # JSONB reorders keys
+    assert outcome([{**e, "author": "x"} if e["id"] == heal.event_id else e
+                    for e in events]) is RemoveOutcome.KEPT
+    no_digest = dataclasses.replace(removal, digest="")  # what plan_undo sets without one
+    assert outcome(events, no_digest) is RemoveOutcome.KEPT
 
 
 @pytest.fixture

@@ -7,8 +7,12 @@ scan / repair (over the file named by a URL). Same tables names as
 read from ``event_data``, events ordered by ``(timestamp, rowid)``. A write is
 one transaction: re-count each planned session's events, insert the heal rows
 (``INSERT OR IGNORE``), insert the ledger rows of the heals written. A
-removal likewise: read each heal row, delete it while it still is that call's
-heal of ours, insert the removals-ledger rows.
+removal likewise: read the session's events in ADK's order, delete the heal
+row only if the one rule lets it go
+(:func:`~adk_session_heal.store.base.decide_removal`), insert the
+removals-ledger rows; and an operator's resolution: insert it and delete the
+answer it supersedes, both or neither
+(:func:`~adk_session_heal.store.base.decide_resolution`).
 """
 
 from __future__ import annotations
@@ -30,14 +34,17 @@ from .base import (
     Layout,
     Removal,
     RemoveOutcome,
+    ResolveOutcome,
+    ResolveResult,
     SessionFilter,
     SessionStore,
     StoredSession,
     WriteResult,
     checked,
+    decide_removal,
+    decide_resolution,
     discount_planned,
     outcomes,
-    removable,
     removed,
 )
 from .driver_errors import translate_error
@@ -47,8 +54,10 @@ from .ledger_table import (
     LEDGER_TABLE_NAME,
     LEDGER_VERSION_TABLE,
     REMOVALS_TABLE,
+    RESOLUTIONS_TABLE,
     heal_ledger_row,
     removal_row,
+    resolution_row,
     unsettle_params,
     unsettle_sql,
 )
@@ -333,28 +342,90 @@ class AdkSqliteStore(SessionStore):
             raise self._error(exc, "write to") from exc
         return results
 
+    async def resolve(
+        self, resolution: Heal, removal: Removal, *, ledger: bool
+    ) -> ResolveResult:
+        """Writes a resolution and takes out what it supersedes, in one transaction."""
+        incremental = await self.ledger_revision() in INCREMENTAL_REVISIONS
+        key = removal.key
+        row = sqlite_heal_row(key, resolution)  # built before the write lock is taken
+        try:
+            async with self._connect(True) as db:
+                if not db.in_transaction:
+                    await db.execute("BEGIN IMMEDIATE")
+                events = await _session_events(db, key)
+                if events is None:
+                    await db.rollback()
+                    return ResolveResult(ResolveOutcome.KEPT, _NOT_JSON)
+                decision = decide_resolution(events, resolution.data, removal,
+                                             access=STORED_JSON, stored=dict)
+                if decision.result.outcome not in (ResolveOutcome.WRITTEN,
+                                                   ResolveOutcome.PRESENT):
+                    await db.rollback()
+                    return decision.result
+                written = decision.insert and (await insert_sqlite_events(db, [row]))[0]
+                await _delete(db, removal)
+                if ledger:
+                    if written:
+                        await insert_sqlite_ledger_rows(db, [heal_ledger_row(resolution)])
+                    await db.executemany(_insert_sql(REMOVALS_TABLE.name, [
+                        removal_row(removal)]), [removal_row(removal)])
+                    record = resolution_row(resolution, removal)
+                    await db.execute(
+                        _insert_sql(RESOLUTIONS_TABLE.name, [record], "INSERT OR IGNORE"), record)
+                if incremental:
+                    await db.executemany(unsettle_sql("sqlite"), [unsettle_params(key)])
+                await db.commit()
+        except sqlite3.Error as exc:
+            raise self._error(exc, "write to") from exc
+        return decision.result
+
+
+_NOT_JSON = "the session holds a row that is not JSON, so it cannot be judged"
+
+
+async def _session_events(
+    db: aiosqlite.Connection, key: SessionKey
+) -> list[dict[str, Any]] | None:
+    """A session's stored events in ``SqliteSessionService``'s order (``None``: a row is
+    not a JSON object)."""
+    async with db.execute(
+        "SELECT event_data FROM events WHERE app_name=? AND user_id=? AND session_id=? "
+        "ORDER BY timestamp, rowid", (key.app_name, key.user_id, key.session_id),
+    ) as cursor:
+        rows = await cursor.fetchall()
+    events: list[dict[str, Any]] = []
+    for (text,) in rows:
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        events.append(data)
+    return events
+
+
+async def _delete(db: aiosqlite.Connection, removal: Removal) -> bool:
+    """Deletes one row (inside the caller's transaction); whether it was there."""
+    key = removal.key
+    async with db.execute(
+        "DELETE FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?",
+        (key.app_name, key.user_id, key.session_id, removal.event_id),
+    ) as cursor:
+        return bool(cursor.rowcount == 1)
+
 
 async def _remove_one(db: aiosqlite.Connection, removal: Removal) -> RemoveOutcome:
-    """Deletes one heal row of ours, if it still is one (inside the caller's transaction)."""
-    key = removal.key
-    where = (key.app_name, key.user_id, key.session_id, removal.event_id)
-    async with db.execute(
-        "SELECT event_data FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?",
-        where,
-    ) as cursor:
-        row = await cursor.fetchone()
-    if row is None:
-        return RemoveOutcome.ABSENT
-    try:
-        data = json.loads(row[0])
-    except (TypeError, ValueError):
+    """Deletes one heal row of ours if the one rule lets it go (inside the caller's
+    transaction, which holds the file's write lock)."""
+    events = await _session_events(db, removal.key)
+    if events is None:
         return RemoveOutcome.KEPT
-    if not isinstance(data, dict) or not removable(STORED_JSON.heal_marker(data), removal, data):
-        return RemoveOutcome.KEPT
-    async with db.execute(
-        "DELETE FROM events WHERE app_name=? AND user_id=? AND session_id=? AND id=?", where
-    ) as cursor:
-        return RemoveOutcome.REMOVED if cursor.rowcount == 1 else RemoveOutcome.ABSENT
+    decision = decide_removal(events, removal, access=STORED_JSON, stored=dict)
+    if decision.outcome is not RemoveOutcome.REMOVED:
+        return decision.outcome
+    return RemoveOutcome.REMOVED if await _delete(db, removal) else RemoveOutcome.ABSENT
 
 
 async def _session_counts(

@@ -18,21 +18,29 @@ write through the same one:
 * :meth:`SessionStore.remove` takes heal rows of ours back out (the one
   deletion there is: a late result or an operator superseded the heal, or
   ``repair --undo`` takes back a run), each removal's ledger row in the same
-  transaction. A row is taken out only while it still is the heal of the call
-  event named and, for an undo, still exactly the row the run stored
-  (:func:`removable`); anything else is kept.
+  transaction. Every remover reads the session's events as stored inside
+  that transaction and asks the one rule,
+  :func:`~adk_session_heal.removal_rule.removal_problem`, through
+  :func:`decide_removal`: a row is taken out only while it is still exactly
+  what we wrote and the heal of the call event it names; anything else is
+  kept;
+* :meth:`SessionStore.resolve` writes an operator's resolution and takes out
+  the answer it supersedes, in one transaction (:func:`decide_resolution`):
+  both, or neither.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
 from ..errors import UnsupportedStoreError
-from ..healing import Heal, SessionHeals, event_digest
+from ..event_access import EventAccess
+from ..healing import Heal, SessionHeals
 from ..incremental import UNSETTLED_TABLE_NAME, Since, column_text, scope_id
+from ..removal_rule import removal_problem
 from ..session_key import SessionKey
 from ..shards import Shard
 from .urls import StoreUrl
@@ -46,17 +54,21 @@ __all__ = [
     "DamagedRow",
     "Layout",
     "Removal",
+    "RemovalDecision",
     "RemovalReason",
     "RemoveOutcome",
+    "ResolveOutcome",
+    "ResolveResult",
     "SessionFilter",
     "SessionStore",
     "StoredSession",
     "WriteOutcome",
     "WriteResult",
     "checked",
+    "decide_removal",
+    "decide_resolution",
     "discount_planned",
     "outcomes",
-    "removable",
     "removed",
     "stores_as_adk_does",
 ]
@@ -374,8 +386,9 @@ class Removal:
     Attributes:
         key: The session.
         event_id: The heal event's id.
-        call_event_id: The call event the heal answers (the stored row must
-            still say so, see :func:`removable`).
+        call_event_id: The call event the heal answers (the stored row's
+            marker must name it, and the session as stored must bear it out,
+            see :func:`decide_removal`).
         call_ids: The calls it answered.
         reason: Why it is taken out.
         removed_at: When (POSIX seconds).
@@ -384,7 +397,7 @@ class Removal:
             event ids; for an undo: the undone run's id).
         digest: The :func:`~adk_session_heal.healing.event_digest` the row
             must still have (an undo's: the digest its run recorded);
-            ``None``: the marker check alone.
+            ``None``: the row's own seal alone.
         run_id: The run taking it out (``None``: no ``repair`` run), kept
             in the removal's ledger row.
     """
@@ -400,6 +413,11 @@ class Removal:
     digest: str | None = None
     run_id: str | None = None
 
+    @property
+    def must_be_superseded(self) -> bool:
+        """The row goes only while something else answers its calls (not for an undo)."""
+        return self.reason is not RemovalReason.UNDO
+
 
 class RemoveOutcome(str, enum.Enum):
     """What a store did with one :class:`Removal`."""
@@ -412,27 +430,136 @@ class RemoveOutcome(str, enum.Enum):
     """The row is not that call event's heal of ours: left as it is."""
 
 
-def removable(
-    marker: Mapping[str, Any] | None,
+class RemovalDecision(NamedTuple):
+    """What a remover is to do with one :class:`Removal` (:func:`decide_removal`).
+
+    Attributes:
+        outcome: :attr:`RemoveOutcome.REMOVED` (take it out), ``ABSENT`` or ``KEPT``.
+        position: The row's index in the events read (``None`` when absent).
+        problem: Why it is kept (``None`` otherwise).
+    """
+
+    outcome: RemoveOutcome
+    position: int | None = None
+    problem: str | None = None
+
+
+E = TypeVar("E")
+
+
+def _position(events: Sequence[E], event_id: str, access: EventAccess[E]) -> int | None:
+    """The index of the (first) event with this id, or ``None``."""
+    return next((i for i, event in enumerate(events) if access.event_id(event) == event_id),
+                None)
+
+
+def decide_removal(
+    events: Sequence[E],
     removal: Removal,
-    stored: Mapping[str, Any] | None = None,
-) -> bool:
-    """Whether a stored row with this heal marker may be taken out for ``removal``.
+    *,
+    access: EventAccess[E],
+    stored: Callable[[E], Mapping[str, Any]],
+) -> RemovalDecision:
+    """Decides one removal from the session's events as stored (read in the write transaction).
+
+    The one rule is :func:`~adk_session_heal.removal_rule.removal_problem`;
+    this finds the row and turns the answer into an outcome.
 
     Args:
-        marker: The row's ``custom_metadata["adk_session_heal"]`` (``None``: none).
+        events: The session's events as stored, in its layout's read order
+            (empty when the session is gone).
         removal: The planned removal.
-        stored: The row's whole JSON object as stored, compared with
-            :attr:`Removal.digest` when the removal has one (without it such
-            a removal never applies).
+        access: How to read ``events``.
+        stored: Returns an event's JSON object as stored (for its seal and digest).
     """
-    return (
-        marker is not None
-        and marker.get("synthetic") is True
-        and marker.get("call_event_id") == removal.call_event_id
-        and (removal.digest is None
-             or (stored is not None and event_digest(stored) == removal.digest))
-    )
+    index = _position(events, removal.event_id, access)
+    if index is None:
+        return RemovalDecision(RemoveOutcome.ABSENT)
+    problem = removal_problem(events, index, stored(events[index]),
+                              call_event_id=removal.call_event_id, digest=removal.digest,
+                              superseded=removal.must_be_superseded, access=access)
+    if problem is not None:
+        return RemovalDecision(RemoveOutcome.KEPT, index, problem)
+    return RemovalDecision(RemoveOutcome.REMOVED, index)
+
+
+class ResolveOutcome(str, enum.Enum):
+    """What a store did with an operator's resolution (:meth:`SessionStore.resolve`)."""
+
+    WRITTEN = "written"
+    """Stored, and the answer it supersedes taken out, in one transaction."""
+    PRESENT = "already_present"
+    """A row with its id was stored already; the answer it supersedes taken out."""
+    GONE = "superseded_gone"
+    """Nothing written: the answer it was to supersede is no longer stored (another
+    operator's resolution, or a late result, replaced it meanwhile)."""
+    KEPT = "superseded_kept"
+    """Nothing written: the answer it was to supersede may not be taken out (see
+    :attr:`ResolveResult.problem`)."""
+
+
+class ResolveResult(NamedTuple):
+    """What :meth:`SessionStore.resolve` did.
+
+    Attributes:
+        outcome: What happened.
+        problem: For :attr:`ResolveOutcome.KEPT`: why the superseded row stays.
+    """
+
+    outcome: ResolveOutcome
+    problem: str | None = None
+
+
+class ResolutionDecision(NamedTuple):
+    """What a store is to do with a resolution (:func:`decide_resolution`).
+
+    Attributes:
+        result: The outcome to report.
+        removal: The decision on the superseded row (its index in the events
+            read, before the resolution is inserted).
+        insert: Insert the resolution (its id is not stored yet).
+    """
+
+    result: ResolveResult
+    removal: RemovalDecision
+    insert: bool
+
+
+def decide_resolution(
+    events: Sequence[E],
+    resolution: E,
+    removal: Removal,
+    *,
+    access: EventAccess[E],
+    stored: Callable[[E], Mapping[str, Any]],
+) -> ResolutionDecision:
+    """Decides an operator's resolution from the session's events as stored.
+
+    The resolution goes right after the answer it supersedes; that answer
+    must still be stored and, with the resolution in place, be one the one
+    rule lets go (:func:`decide_removal`). Otherwise nothing is written.
+
+    Args:
+        events: The session's events as stored, read in the write transaction.
+        resolution: The resolution, in the form this layout stores events.
+        removal: The removal of the answer it supersedes.
+        access: How to read ``events``.
+        stored: As for :func:`decide_removal`.
+    """
+    index = _position(events, removal.event_id, access)
+    if index is None:
+        return ResolutionDecision(ResolveResult(ResolveOutcome.GONE),
+                                  RemovalDecision(RemoveOutcome.ABSENT), False)
+    present = _position(events, access.event_id(resolution), access) is not None
+    after = list(events) if present else [*events[:index + 1], resolution, *events[index + 1:]]
+    decision = decide_removal(after, removal, access=access, stored=stored)
+    if decision.outcome is not RemoveOutcome.REMOVED:
+        return ResolutionDecision(ResolveResult(ResolveOutcome.KEPT, decision.problem),
+                                  RemovalDecision(RemoveOutcome.KEPT, index, decision.problem),
+                                  False)
+    outcome = ResolveOutcome.PRESENT if present else ResolveOutcome.WRITTEN
+    return ResolutionDecision(ResolveResult(outcome),
+                              RemovalDecision(RemoveOutcome.REMOVED, index), not present)
 
 
 def removed(batch: Sequence[Removal], results: Sequence[RemoveOutcome]) -> list[Removal]:
@@ -546,6 +673,29 @@ class SessionStore:
         Raises:
             UnsupportedStoreError: The layout has no way to delete a row (the
                 ``append_event`` fallback).
+        """
+        raise UnsupportedStoreError(f"{self} cannot take a row out: only ADK's own stores can")
+
+    async def resolve(
+        self, resolution: Heal, removal: Removal, *, ledger: bool
+    ) -> ResolveResult:
+        """Writes an operator's resolution and takes out the answer it supersedes, together.
+
+        One transaction (see :func:`decide_resolution`): lock the session,
+        read its events, check that the superseded row is still stored and
+        still may go, insert the resolution, delete that row, and (``ledger``)
+        insert the resolution's heal-ledger row, the removal's row and the
+        resolution's own record (who, when, what). Nothing is written unless
+        all of it is.
+
+        Args:
+            resolution: The resolution (from
+                :func:`~adk_session_heal.review.plan_resolution`).
+            removal: The removal of the heal or earlier resolution it supersedes.
+            ledger: Record it in the ledger (revision ``0006`` or later).
+
+        Raises:
+            UnsupportedStoreError: The layout cannot take a row out.
         """
         raise UnsupportedStoreError(f"{self} cannot take a row out: only ADK's own stores can")
 

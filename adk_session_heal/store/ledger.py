@@ -37,6 +37,10 @@ a run wrote, which :func:`~adk_session_heal.undo.undo` reads back
 Revision ``0005`` keeps the state of incremental scans
 (:mod:`adk_session_heal.incremental`): :meth:`SqlHealLedger.watermark` and
 :meth:`SqlHealLedger.save_watermark`.
+
+Revision ``0006`` records each operator's resolution (``review resolve``): who,
+when, what (:meth:`SqlHealLedger.resolutions`), written in the resolution's
+own transaction.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import LedgerError, StoreError
-from ..heal_record import HealRecord
+from ..heal_record import HealRecord, ResolutionRecord
 from ..incremental import Watermark, scope_id
 from ..runs import RepairRun, run_from_row, run_row, undone_run, with_counts
 from ..session_key import SessionKey
@@ -66,6 +70,8 @@ from .ledger_table import (
     LEDGER_TABLE,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
+    RESOLUTIONS_REVISIONS,
+    RESOLUTIONS_TABLE,
     RUNS_REVISIONS,
     RUNS_TABLE,
     UNSETTLED_TABLE,
@@ -77,6 +83,7 @@ from .ledger_table import (
     record_from_row,
     removal_from_row,
     removal_row,
+    resolution_from_row,
 )
 from .urls import StoreUrl, parse_store_url
 
@@ -255,6 +262,21 @@ class SqlHealLedger:
             result = await conn.execute(
                 statement.order_by(REMOVALS_TABLE.c.removed_at, REMOVALS_TABLE.c.id))
             return [removal_from_row(row) for row in result]
+
+    async def resolutions(self, *, session_id: str | None = None) -> list[ResolutionRecord]:
+        """Returns every operator's resolution, oldest first (optionally of one session id).
+
+        Raises:
+            LedgerError: The resolutions table is missing (run ``db upgrade``).
+        """
+        await self.check(RESOLUTIONS_REVISIONS)
+        statement = select(RESOLUTIONS_TABLE)
+        if session_id is not None:
+            statement = statement.where(RESOLUTIONS_TABLE.c.session_id == session_id)
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                statement.order_by(RESOLUTIONS_TABLE.c.resolved_at, RESOLUTIONS_TABLE.c.id))
+            return [resolution_from_row(row) for row in result]
 
     async def revision(self) -> str | None:
         """Returns the ledger's migration revision (``None``: not installed)."""

@@ -26,6 +26,10 @@ Revision ``0005`` adds the state of incremental scans
 (:mod:`adk_session_heal.incremental`): each scope's watermark
 (:data:`WATERMARKS_TABLE`) and the sessions its last run left unsettled
 (:data:`UNSETTLED_TABLE`).
+
+Revision ``0006`` adds the record of each operator's resolution
+(:data:`RESOLUTIONS_TABLE`: who, when, what), kept also once a later
+resolution has superseded it and taken its event out of the session.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     Column,
     Double,
+    Index,
     Integer,
     MetaData,
     String,
@@ -46,9 +51,11 @@ from sqlalchemy import (
     inspect,
     text,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..heal_record import HealRecord, HealTrigger
+from ..event_access import HEAL_METADATA_KEY
+from ..heal_record import HealRecord, HealTrigger, ResolutionRecord
 from ..healing import event_digest
 from ..incremental import UNSETTLED_TABLE_NAME, WATERMARKS_TABLE_NAME
 from .dialects import insert_new_rows
@@ -67,6 +74,8 @@ __all__ = [
     "LEDGER_VERSION_TABLE",
     "REMOVALS_REVISIONS",
     "REMOVALS_TABLE",
+    "RESOLUTIONS_REVISIONS",
+    "RESOLUTIONS_TABLE",
     "RUNS_REVISIONS",
     "RUNS_TABLE",
     "TOOL_RUNS_REVISIONS",
@@ -80,6 +89,8 @@ __all__ = [
     "record_from_row",
     "removal_from_row",
     "removal_row",
+    "resolution_from_row",
+    "resolution_row",
     "unsettle_params",
     "unsettle_sql",
 ]
@@ -91,10 +102,10 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
 """Name of the table where this package's migrations keep their revision."""
 
-LEDGER_HEAD_REVISION = "0005"
+LEDGER_HEAD_REVISION = "0006"
 """The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
 
-HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005"})
+HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006"})
 """Revisions at which the heal ledger table is one this code reads and writes.
 
 ``0002`` added the tool-run table and ``0003`` the removals table, both
@@ -102,18 +113,21 @@ leaving the heal ledger as ``0001`` made it; ``0004`` added columns the
 wrapper's rows leave at their defaults. So a database not yet upgraded keeps
 recording the wrapper's heals (``repair`` needs :data:`RUNS_REVISIONS`)."""
 
-TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004", "0005"})
+TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004", "0005", "0006"})
 """Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
 
-REMOVALS_REVISIONS = frozenset({"0003", "0004", "0005"})
+REMOVALS_REVISIONS = frozenset({"0003", "0004", "0005", "0006"})
 """Revisions at which the removals table (:data:`REMOVALS_TABLE`) exists."""
 
-RUNS_REVISIONS = frozenset({"0004", "0005"})
+RUNS_REVISIONS = frozenset({"0004", "0005", "0006"})
 """Revisions at which repair runs are recorded (:data:`RUNS_TABLE`, the ``run_id`` columns)."""
 
-INCREMENTAL_REVISIONS = frozenset({"0005"})
+INCREMENTAL_REVISIONS = frozenset({"0005", "0006"})
 """Revisions at which incremental runs keep their state (:data:`WATERMARKS_TABLE`,
 :data:`UNSETTLED_TABLE`)."""
+
+RESOLUTIONS_REVISIONS = frozenset({"0006"})
+"""Revisions at which operators' resolutions are recorded (:data:`RESOLUTIONS_TABLE`)."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
@@ -204,6 +218,33 @@ UNSETTLED_TABLE = Table(
 )
 """The unsettled table (revision ``0005``): the sessions a scope's last run left unsettled."""
 
+RESOLUTIONS_TABLE = Table(
+    "adk_session_heal_resolutions",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("app_name", String(_KEY), nullable=False),
+    Column("user_id", String(_KEY), nullable=False),
+    Column("session_id", String(_KEY), nullable=False),
+    Column("synthetic_event_id", String(_KEY), nullable=False),
+    Column("call_event_id", String(_KEY), nullable=False),
+    Column("call_id", Text, nullable=False),
+    Column("supersedes", String(_KEY), nullable=False),
+    Column("resolved_by", String(256), nullable=False),
+    Column("resolved_at", Double, nullable=False),
+    Column("response", Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"),
+           nullable=False),
+    UniqueConstraint("app_name", "user_id", "session_id", "synthetic_event_id",
+                     name="uq_adk_session_heal_resolutions_event"),
+)
+"""The resolutions table (revision ``0006``): one row per operator's resolution.
+
+``response`` is the resolved call's true response as JSON (``LONGTEXT`` on
+MySQL/MariaDB, whose ``TEXT`` holds 64 KB); ``supersedes`` the heal or earlier
+resolution it took out."""
+
+Index("ix_adk_session_heal_resolutions_session", RESOLUTIONS_TABLE.c.app_name,
+      RESOLUTIONS_TABLE.c.user_id, RESOLUTIONS_TABLE.c.session_id)
+
 def unsettle_sql(dialect: str) -> str:
     """Returns the statement marking a session unsettled for every incremental scope (``0005``).
 
@@ -238,6 +279,8 @@ def base_columns(table: Table, revision: str | None) -> list[Column[Any]]:
     return [c for c in table.columns if c.name not in _RUN_COLUMNS]
 
 _LEDGER_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
+RESOLUTION_KEY = ("app_name", "user_id", "session_id", "synthetic_event_id")
+"""The resolutions table's unique key."""
 
 
 def heal_ledger_row(heal: Heal, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -299,6 +342,42 @@ def removal_row(removal: Removal) -> dict[str, Any]:
     if removal.run_id is not None:
         row["run_id"] = removal.run_id
     return row
+
+
+def resolution_row(resolution: Heal, removal: Removal) -> dict[str, Any]:
+    """Returns the resolutions-table row of an operator's resolution (without ``id``).
+
+    Args:
+        resolution: The resolution written (its :attr:`~.Heal.resolved_call`
+            and :attr:`~.Heal.resolved_by` set).
+        removal: The removal of the answer it supersedes.
+    """
+    data = resolution.data
+    call_id = resolution.resolved_call or ""
+    response: Any = next(
+        (part["function_response"].get("response") for part in data["content"]["parts"]
+         if part["function_response"].get("id") == call_id), {})
+    return {
+        "app_name": resolution.key.app_name,
+        "user_id": resolution.key.user_id,
+        "session_id": resolution.key.session_id,
+        "synthetic_event_id": resolution.event_id,
+        "call_event_id": data["custom_metadata"][HEAL_METADATA_KEY]["call_event_id"],
+        "call_id": call_id,
+        "supersedes": removal.event_id,
+        "resolved_by": (resolution.resolved_by or "")[:256],
+        "resolved_at": resolution.healed_at,
+        "response": json.dumps(response, ensure_ascii=False, sort_keys=True),
+    }
+
+
+def resolution_from_row(row: Any) -> ResolutionRecord:
+    """Returns the :class:`~adk_session_heal.heal_record.ResolutionRecord` a row holds."""
+    return ResolutionRecord(
+        app_name=row.app_name, user_id=row.user_id, session_id=row.session_id,
+        synthetic_event_id=row.synthetic_event_id, call_event_id=row.call_event_id,
+        call_id=row.call_id, supersedes=row.supersedes, resolved_by=row.resolved_by,
+        resolved_at=float(row.resolved_at), response=json.loads(row.response))
 
 
 def removal_from_row(row: Any) -> Removal:

@@ -3,28 +3,37 @@
 A heal is inserted into the stored session's event list right after its
 anchor (its call event; see ``HealPlan.anchor_event_id``); ``last_update_time``
 is left alone, so no revision changes. A removal takes the heal out of that
-list while it still is that call's heal of ours. There is no transaction and
-no ledger table: the wrapper records heals and removals in its own ledger, if
-it has one, after the write.
+list only if the one rule lets it go
+(:func:`~adk_session_heal.store.base.decide_removal`, each event's stored form
+being its ``model_dump(mode="json")``); a resolution goes in and the answer it
+supersedes out together (:func:`~adk_session_heal.store.base.decide_resolution`),
+with no ``await`` between the decision and the change. There is no
+transaction and no ledger table: the wrapper records heals and removals in its
+own ledger, if it has one, after the write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from google.adk.events.event import Event
 from google.adk.sessions import InMemorySessionService, Session
 
 from ..event_access import ADK_EVENTS
-from ..healing import SessionHeals
+from ..healing import Heal, SessionHeals
 from ..session_key import SessionKey
 from .base import (
     Layout,
     Removal,
     RemoveOutcome,
+    ResolveOutcome,
+    ResolveResult,
     SessionStore,
     WriteOutcome,
     WriteResult,
-    removable,
+    decide_removal,
+    decide_resolution,
 )
 
 __all__ = ["InMemoryStore"]
@@ -77,17 +86,34 @@ class InMemoryStore(SessionStore):
         for removal in batch:
             session = self._stored(removal.key)
             events = [] if session is None else session.events
-            index = next((i for i, e in enumerate(events) if e.id == removal.event_id), None)
-            if index is None:
-                results.append(RemoveOutcome.ABSENT)
-            elif not removable(ADK_EVENTS.heal_marker(events[index]), removal):
-                results.append(RemoveOutcome.KEPT)
-            else:
-                del events[index]
-                results.append(RemoveOutcome.REMOVED)
+            decision = decide_removal(events, removal, access=ADK_EVENTS, stored=_dumped)
+            if decision.outcome is RemoveOutcome.REMOVED and decision.position is not None:
+                del events[decision.position]
+            results.append(decision.outcome)
         return results
+
+    async def resolve(
+        self, resolution: Heal, removal: Removal, *, ledger: bool
+    ) -> ResolveResult:
+        """Puts a resolution after the answer it supersedes and takes that answer out."""
+        session = self._stored(removal.key)
+        events = [] if session is None else session.events
+        decision = decide_resolution(events, resolution.event, removal, access=ADK_EVENTS,
+                                     stored=_dumped)
+        index = decision.removal.position
+        if decision.result.outcome in (ResolveOutcome.WRITTEN, ResolveOutcome.PRESENT) and (
+                index is not None):
+            if decision.insert:
+                events.insert(index + 1, resolution.event)
+            del events[index]
+        return decision.result
 
     def _stored(self, key: SessionKey) -> Session | None:
         """The service's own stored session (not a copy), if it exists."""
         return self._service.sessions.get(key.app_name, {}).get(key.user_id, {}).get(
             key.session_id)
+
+
+def _dumped(event: Event) -> dict[str, Any]:
+    """A stored event's JSON form (what its seal is checked against)."""
+    return event.model_dump(mode="json")

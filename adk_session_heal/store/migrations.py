@@ -41,6 +41,8 @@ from .ledger_table import (
     LEDGER_VERSION_TABLE,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
+    RESOLUTIONS_REVISIONS,
+    RESOLUTIONS_TABLE,
     RUNS_REVISIONS,
     RUNS_TABLE,
     TOOL_RUNS_REVISIONS,
@@ -310,6 +312,7 @@ _FEATURES: dict[str, frozenset[str]] = {
     f"{REMOVALS_TABLE.name}.run_id": RUNS_REVISIONS,
     WATERMARKS_TABLE.name: INCREMENTAL_REVISIONS,
     UNSETTLED_TABLE.name: INCREMENTAL_REVISIONS,
+    RESOLUTIONS_TABLE.name: RESOLUTIONS_REVISIONS,
 }
 """What ``db current`` checks, each table (or ``table.column``) with the revisions that have it.
 

@@ -34,8 +34,12 @@ heal, ``[app, user, session, synthetic event id]`` as JSON, holding the
 ledger row as JSON. It needs no migration. :class:`RedisHealLedger` records
 into it (the wrapper's ``ledger=``) and reads it back. A heal taken back out (a
 late result superseded it) is cut from the value the same way, in the same
-kind of transaction, its record pushed on the list
-``adk_session_heal:removals:{key prefix}`` in the same EXEC.
+kind of transaction, only if the one rule lets it go
+(:func:`~adk_session_heal.store.base.decide_removal`), its record pushed on
+the list ``adk_session_heal:removals:{key prefix}`` in the same EXEC. An
+operator's resolution is spliced in and the answer it supersedes cut out in
+one EXEC too, with its heal record, that removal's record and its own record
+(pushed on ``adk_session_heal:resolutions:{key prefix}``).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UnsupportedStoreError
 from ..event_access import STORED_JSON
-from ..heal_record import HealRecord
+from ..heal_record import HealRecord, ResolutionRecord
 from ..healing import Heal, SessionHeals
 from ..json_decode import loads as json_loads
 from ..runs import RepairRun, count_ids, run_from_row, run_row, undone_run, with_counts
@@ -59,14 +63,17 @@ from .base import (
     Layout,
     Removal,
     RemoveOutcome,
+    ResolveOutcome,
+    ResolveResult,
     SessionFilter,
     SessionStore,
     StoredSession,
     WriteOutcome,
     WriteResult,
     checked,
+    decide_removal,
+    decide_resolution,
     discount_planned,
-    removable,
     stores_as_adk_does,
 )
 from .driver_errors import import_driver, translate_error
@@ -78,8 +85,10 @@ from .ledger_table import (
     record_from_row,
     removal_from_row,
     removal_row,
+    resolution_from_row,
+    resolution_row,
 )
-from .redis_values import parse_session_value, with_heals, without_events
+from .redis_values import ParsedSession, parse_session_value, with_heals, without_events
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
@@ -104,6 +113,10 @@ LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
 
 REMOVALS_KEY_PREFIX = "adk_session_heal:removals:"
 """The removals ledger's list is this followed by ADK's key prefix."""
+
+RESOLUTIONS_KEY_PREFIX = "adk_session_heal:resolutions:"
+"""The resolutions' list (one record per operator's resolution) is this followed by ADK's
+key prefix."""
 
 RUNS_KEY_PREFIX = "adk_session_heal:runs:"
 """The runs' hash (run id -> run row as JSON) is this followed by ADK's key prefix."""
@@ -224,6 +237,19 @@ def _decide(planned: SessionHeals, key: str, raw: str | None, read_back: bool) -
     if not inserted:
         return _Decision(results)
     return _Decision(results, with_heals(raw, parsed, inserted), tuple(inserted))
+
+
+def _parsed(key: str, raw: str) -> ParsedSession:
+    """Parses a session value, or raises the one-line error of a value that is no session."""
+    try:
+        return parse_session_value(raw)
+    except ValueError as exc:
+        raise StoreError(f"Redis key {key!r} does not hold an ADK session ({exc})") from exc
+
+
+def _all_objects(events: Sequence[Any]) -> bool:
+    """Whether every stored event is a JSON object (else the session cannot be judged)."""
+    return all(isinstance(event, dict) for event in events)
 
 
 def _ledger_field(record: HealRecord) -> str:
@@ -406,20 +432,15 @@ class RedisStore(SessionStore):
                 raw = _text(await pipe.get(key))
                 if raw is None:
                     return RemoveOutcome.ABSENT
-                try:
-                    parsed = parse_session_value(raw)
-                except ValueError as exc:
-                    raise StoreError(
-                        f"Redis key {key!r} does not hold an ADK session ({exc})") from exc
-                ids = [e.get("id") if isinstance(e, dict) else None for e in parsed.events]
-                if removal.event_id not in ids:
-                    return RemoveOutcome.ABSENT
-                index = ids.index(removal.event_id)
-                if not removable(STORED_JSON.heal_marker(parsed.events[index]), removal,
-                                 parsed.events[index]):
+                parsed = _parsed(key, raw)
+                if not _all_objects(parsed.events):
                     return RemoveOutcome.KEPT
+                decision = decide_removal(parsed.events, removal, access=STORED_JSON,
+                                          stored=dict)
+                if decision.outcome is not RemoveOutcome.REMOVED or decision.position is None:
+                    return decision.outcome
                 pipe.multi()
-                pipe.set(key, without_events(raw, parsed, {index}), keepttl=True)
+                pipe.set(key, without_events(raw, parsed, {decision.position}), keepttl=True)
                 if ledger:
                     pipe.rpush(REMOVALS_KEY_PREFIX + self.key_prefix,
                                json.dumps(removal_row(removal)))
@@ -430,6 +451,53 @@ class RedisStore(SessionStore):
                 return RemoveOutcome.REMOVED
         # Written by someone else on every attempt: kept this time, the next read tries again.
         return RemoveOutcome.KEPT
+
+    async def resolve(
+        self, resolution: Heal, removal: Removal, *, ledger: bool
+    ) -> ResolveResult:
+        """Splices a resolution in and cuts what it supersedes out, in one EXEC."""
+        RedisError, WatchError = _redis_errors()
+        key = _session_key(self.key_prefix, removal.key)
+        try:
+            for _ in range(_MAX_ATTEMPTS):
+                async with self._client().pipeline(transaction=True) as pipe:
+                    await pipe.watch(key)
+                    raw = _text(await pipe.get(key))
+                    if raw is None:
+                        return ResolveResult(ResolveOutcome.GONE)
+                    parsed = _parsed(key, raw)
+                    if not _all_objects(parsed.events):
+                        return ResolveResult(ResolveOutcome.KEPT, "the session holds an event "
+                                             "that is not a JSON object")
+                    dumped = json.loads(resolution.event.model_dump_json())
+                    decision = decide_resolution(parsed.events, dumped, removal,
+                                                 access=STORED_JSON, stored=dict)
+                    if decision.result.outcome not in (ResolveOutcome.WRITTEN,
+                                                       ResolveOutcome.PRESENT):
+                        return decision.result
+                    value = with_heals(raw, parsed, [resolution]) if decision.insert else raw
+                    placed = parse_session_value(value)
+                    gone = {i for i, e in enumerate(placed.events)
+                            if e.get("id") == removal.event_id}
+                    pipe.multi()
+                    pipe.set(key, without_events(value, placed, gone), keepttl=True)
+                    if ledger:
+                        if decision.insert:
+                            pipe.hsetnx(self.ledger_key, _ledger_field(resolution.record),
+                                        json.dumps(heal_ledger_row(resolution,
+                                                                   _stored_json(resolution))))
+                        pipe.rpush(REMOVALS_KEY_PREFIX + self.key_prefix,
+                                   json.dumps(removal_row(removal)))
+                        pipe.rpush(RESOLUTIONS_KEY_PREFIX + self.key_prefix,
+                                   json.dumps(resolution_row(resolution, removal)))
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return decision.result
+        except (RedisError, OSError) as exc:
+            raise self._error(exc, "write to") from exc
+        raise StoreError(f"Redis key {key!r} kept changing while resolving: run it again")
 
     async def close(self) -> None:
         """Closes the client if this store opened it."""
@@ -570,6 +638,17 @@ class RedisHealLedger:
         found = [removal_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
                  for value in await self._client.lrange(self.removals_key, 0, -1)]
         return [r for r in found if session_id is None or r.key.session_id == session_id]
+
+    @property
+    def resolutions_key(self) -> str:
+        """The resolutions' list for this key prefix."""
+        return RESOLUTIONS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+
+    async def resolutions(self, *, session_id: str | None = None) -> list[ResolutionRecord]:
+        """Returns every operator's resolution, oldest first (optionally of one session id)."""
+        found = [resolution_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
+                 for value in await self._client.lrange(self.resolutions_key, 0, -1)]
+        return [r for r in found if session_id is None or r.session_id == session_id]
 
     @property
     def runs_key(self) -> str:

@@ -12,9 +12,14 @@ engine) and by scan / repair (over an engine opened from a URL):
   key), insert the ledger rows of the heals it wrote. ``sessions`` is never
   touched, so no revision changes and a runner mid-turn never fails with
   ``StaleSessionError``;
-* a removal (a late result superseded a heal) is one transaction too: read
-  each heal row, delete it while it still is that call's heal of ours, insert
-  the removals-ledger rows.
+* a removal (a late result superseded a heal) is one transaction too: lock
+  the session's row, read its events as ADK orders them, delete the heal row
+  only if the one rule lets it go
+  (:func:`~adk_session_heal.store.base.decide_removal`), insert the
+  removals-ledger rows;
+* an operator's resolution likewise: lock, read, check the answer it
+  supersedes, insert the resolution, delete that answer, and the ledger rows,
+  all in one transaction (:func:`~adk_session_heal.store.base.decide_resolution`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ from sqlalchemy import (
     String,
     Table,
     bindparam,
-    delete,
     func,
     insert,
     literal,
@@ -47,7 +51,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import timestamp_to_column
 from ..errors import LedgerError, StoreError
-from ..event_access import STORED_JSON
 from ..healing import Heal, SessionHeals
 from ..incremental import column_seconds
 from ..session_key import SessionKey
@@ -57,6 +60,8 @@ from .base import (
     Layout,
     Removal,
     RemoveOutcome,
+    ResolveOutcome,
+    ResolveResult,
     SessionFilter,
     SessionStore,
     StoredSession,
@@ -64,7 +69,6 @@ from .base import (
     checked,
     discount_planned,
     outcomes,
-    removable,
     removed,
 )
 from .dialects import insert_new_rows, prepare_write
@@ -74,6 +78,7 @@ from .ledger_table import (
     INCREMENTAL_REVISIONS,
     REMOVALS_REVISIONS,
     REMOVALS_TABLE,
+    RESOLUTIONS_REVISIONS,
     heal_ledger_row,
     insert_ledger_rows,
     read_ledger_revision,
@@ -554,11 +559,14 @@ class SqlTablesStore(SessionStore):
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
         """Takes heal rows of ours out, in one transaction (see the module docstring)."""
+        from .sql_removals import remove_rows
+
         incremental = await self.ledger_revision_or_none() in INCREMENTAL_REVISIONS
+        _events_table()  # ADK's model loads (0.6 s) before the write lock is taken, not in it
         try:
             async with self.engine.begin() as conn:
                 await prepare_write(conn)
-                results = [await _remove_one(conn, removal) for removal in batch]
+                results = await remove_rows(conn, batch)
                 taken = removed(batch, results)
                 rows = [removal_row(removal) for removal in taken]
                 if ledger and rows:
@@ -573,6 +581,31 @@ class SqlTablesStore(SessionStore):
                     raise LedgerError(missing_ledger_message(self, revision), missing=True) from exc
             raise self._error(exc, "write to") from exc
         return results
+
+    async def resolve(
+        self, resolution: Heal, removal: Removal, *, ledger: bool
+    ) -> ResolveResult:
+        """Writes a resolution and takes out what it supersedes, in one transaction."""
+        from .sql_removals import resolve_rows
+
+        incremental = await self.ledger_revision_or_none() in INCREMENTAL_REVISIONS
+        _events_table()  # ADK's model loads (0.6 s) before the write lock is taken, not in it
+        resolution.data  # noqa: B018  (built, and cached, before the lock too)
+        try:
+            async with self.engine.begin() as conn:
+                await prepare_write(conn)
+                result = await resolve_rows(conn, resolution, removal, ledger=ledger)
+                if incremental and result.outcome in (ResolveOutcome.WRITTEN,
+                                                      ResolveOutcome.PRESENT):
+                    await conn.execute(text(unsettle_sql(conn.dialect.name)),
+                                       [unsettle_params(removal.key)])
+        except (SQLAlchemyError, OSError) as exc:
+            if ledger:
+                revision = await self.ledger_revision_or_none()
+                if revision not in RESOLUTIONS_REVISIONS:
+                    raise LedgerError(missing_ledger_message(self, revision)) from exc
+            raise self._error(exc, "write to") from exc
+        return result
 
     async def ledger_revision_or_none(self) -> str | None:
         """Returns the ledger's revision, or ``None`` when it cannot be read."""
@@ -606,31 +639,6 @@ class SqlTablesStore(SessionStore):
         """Disposes the engine if this adapter opened it."""
         if self._owns_engine:
             await self.engine.dispose()
-
-
-async def _remove_one(conn: AsyncConnection, removal: Removal) -> RemoveOutcome:
-    """Deletes one heal row of ours, if it still is one (inside the caller's transaction)."""
-    key = removal.key
-    table = _events_table()
-    where = (
-        table.c.app_name == key.app_name,
-        table.c.user_id == key.user_id,
-        table.c.session_id == key.session_id,
-        table.c.id == removal.event_id,
-    )
-    try:
-        data = (await conn.execute(
-            select(table.c.event_data).where(*where).with_for_update())).first()
-    except ValueError:  # event_data that is not JSON: not a heal of ours
-        return RemoveOutcome.KEPT
-    if data is None:
-        return RemoveOutcome.ABSENT
-    event_data = data[0]
-    if not isinstance(event_data, dict) or not removable(STORED_JSON.heal_marker(event_data),
-                                                         removal, event_data):
-        return RemoveOutcome.KEPT
-    deleted = await conn.execute(delete(table).where(*where))
-    return RemoveOutcome.REMOVED if deleted.rowcount == 1 else RemoveOutcome.ABSENT
 
 
 def _to_event(row: Any) -> Event:

@@ -248,6 +248,8 @@ async def test_text_column_on_postgres_falls_back(tmp_path: Path) -> None:
         assert report.events_scanned == 4 and report.sessions_scanned == 1
 
 
+@pytest.mark.postgres
+@pytest.mark.mariadb
 async def test_where_the_prefilter_is_used_by_default(tmp_path: Path) -> None:
     """By default PostgreSQL prefilters; SQLite and MariaDB scan everything unless told."""
     for kind, used in (("db_sqlite", False), ("adk_sqlite", False), ("postgres", True),

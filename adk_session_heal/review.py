@@ -44,7 +44,7 @@ from .healing import Heal, event_digest
 from .late_results import RESOLVED_REASON, is_resolution, superseding_answers
 from .policy import CallOutcome, DeadCall, HealPolicy, ToolEffect
 from .session_key import SessionKey
-from .tool_runs import redacted
+from .tool_runs import as_response, redacted
 
 __all__ = [
     "MAX_INT_DIGITS",
@@ -299,7 +299,7 @@ def parse_response(text: str, source: str = "--result") -> dict[str, Any]:
         raise ResolutionError(
             f"{source} holds an integer of more than {MAX_INT_DIGITS} digits, which ADK's JSON "
             "readers refuse: store it as a string") from None
-    response = dict(value) if isinstance(value, dict) else {"result": value}
+    response = as_response(value)
     check_response(response, source)
     return response
 

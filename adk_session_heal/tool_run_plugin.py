@@ -85,6 +85,7 @@ from .tool_runs import (
     DEFAULT_MAX_RESULT_BYTES,
     RunState,
     ToolRun,
+    as_response,
     stored_result,
 )
 
@@ -438,8 +439,7 @@ class ToolRunLedgerPlugin(BasePlugin):
         ``AgentTool``'s text, say) and sends it to the model as ``{"result": ...}``:
         that is what is recorded, so a heal can answer with it.
         """
-        response = result if isinstance(result, dict) else {"result": result}
-        await self._end(tool_context, RunState.FINISHED, response)
+        await self._end(tool_context, RunState.FINISHED, as_response(result))
         return None
 
     async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],

@@ -49,6 +49,8 @@ __all__ = [
     "ToolRunReader",
     "redacted",
     "run_outcome",
+    "as_response",
+    "kept_result",
     "stored_result",
 ]
 
@@ -150,6 +152,33 @@ def redacted(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redacted(item) for item in value]
     return value
+
+
+def as_response(value: Any) -> dict[str, Any]:
+    """Returns a tool's result as the function response ADK sends for it (a new dict).
+
+    ADK wraps a result that is not a dict (an ``AgentTool``'s text, a number)
+    as ``{"result": value}`` before the model sees it; a dict is sent as it is.
+    The one statement of that rule here: the tool-run plugin records results
+    so, the ledgers read kept ones back so, and an operator's ``--result`` is
+    stored so.
+    """
+    return dict(value) if isinstance(value, Mapping) else {"result": value}
+
+
+def kept_result(text: str | None) -> dict[str, Any] | None:
+    """Reads back a result the ledger kept (see :func:`stored_result`), as a response.
+
+    Returns:
+        The response (:func:`as_response`), or ``None`` when nothing was kept
+        or the text is not JSON (a damaged record is never sent as a result).
+    """
+    if text is None:
+        return None
+    try:
+        return as_response(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
 
 
 def stored_result(result: Any, max_bytes: int = DEFAULT_MAX_RESULT_BYTES

@@ -127,3 +127,17 @@ async def test_a_copy_connects_as_the_engine_it_was_given() -> None:
             assert await _in_a_thread_loop(application_name) == "adk-lease-copy"
         finally:
             await engine.dispose()
+
+
+@pytest.mark.parametrize(("kept", "read"), [
+    ('"a plain text"', {"result": "a plain text"}),  # an older record of a 1.x AgentTool
+    ("[1, 2]", {"result": [1, 2]}),
+    ("not json {", None),  # a damaged record: never sent to the model as a result
+])
+async def test_a_kept_result_is_read_back_as_the_response_adk_sends(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger, kept: str,
+        read: dict[str, Any] | None) -> None:
+    """A kept result that is no JSON object reads back as ADK sends it; bad JSON as no result."""
+    run = _run("c-1", attempt=await tool_run_ledger.start(_run("c-1")))
+    assert await tool_run_ledger.finish(run, RunState.FINISHED, time.time(), kept, False)
+    assert (await tool_run_ledger.runs(KEY))["c-1"].result == read

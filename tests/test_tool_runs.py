@@ -15,7 +15,15 @@ from adk_session_heal.policy import (
     ToolEffect,
     effect_payload,
 )
-from adk_session_heal.tool_runs import RunState, ToolRun, redacted, run_outcome, stored_result
+from adk_session_heal.tool_runs import (
+    RunState,
+    ToolRun,
+    as_response,
+    kept_result,
+    redacted,
+    run_outcome,
+    stored_result,
+)
 
 NOW = 1_800_000_000.0
 
@@ -89,3 +97,13 @@ def test_a_tool_with_side_effects_is_never_called_safe_to_retry(outcome: CallOut
             "error": RETRY_SAFE_ERRORS[effect], "outcome": outcome.value, "safe_to_retry": True}
     assert "may have completed" in effect_payload(ToolEffect.SIDE_EFFECT,
                                                   CallOutcome.MAY_HAVE_RUN)["error"]
+
+
+def test_as_response_wraps_what_is_not_a_dict_as_adk_does() -> None:
+    """A dict is sent as it is (a copy); anything else as {"result": value}."""
+    original = {"ok": True}
+    assert as_response(original) == original and as_response(original) is not original
+    assert as_response("text") == {"result": "text"}
+    assert as_response(None) == {"result": None}
+    assert kept_result(None) is None and kept_result("{") is None
+    assert kept_result('{"a": 1}') == {"a": 1} and kept_result("7") == {"result": 7}

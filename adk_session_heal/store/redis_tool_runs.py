@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import LedgerError
 from ..session_key import SessionKey
-from ..tool_runs import RunState, ToolRun
+from ..tool_runs import RunState, ToolRun, kept_result
 from .redis_sessions import _close_client, _redis_errors, _text, redis_client_for
 from .urls import REDIS_KEY_PREFIX, StoreUrl
 
@@ -64,7 +64,7 @@ def _run(record: dict[str, Any]) -> ToolRun:
         attempt=int(record["attempt"]), started_at=float(record["started_at"]),
         lease_until=float(record["lease_until"]),
         finished_at=None if record.get("finished_at") is None else float(record["finished_at"]),
-        result=None if result is None else json.loads(result),
+        result=kept_result(result),
         result_truncated=bool(record.get("result_truncated")),
     )
 

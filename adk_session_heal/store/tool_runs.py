@@ -17,7 +17,6 @@ a row is :mod:`adk_session_heal.tool_runs`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import LedgerError
 from ..session_key import SessionKey
-from ..tool_runs import RunState, ToolRun
+from ..tool_runs import RunState, ToolRun, kept_result
 from .dialects import insert_new_rows
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
@@ -139,7 +138,7 @@ def _run(row: Any) -> ToolRun:
         state=RunState(row.state), host=row.host, pid=int(row.pid), attempt=int(row.attempt),
         started_at=float(row.started_at), lease_until=float(row.lease_until),
         finished_at=None if row.finished_at is None else float(row.finished_at),
-        result=None if row.result is None else json.loads(row.result),
+        result=kept_result(row.result),
         result_truncated=bool(row.result_truncated),
     )
 

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
@@ -24,7 +25,7 @@ from google.adk.sessions import (
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
-from servers import temporary_database
+from servers import SERVER_BASE_URLS, temporary_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
@@ -36,7 +37,7 @@ from stores import (
 from test_service import APP, USER, crashed_history, store_crashed, synthetic
 
 from adk_session_heal import migrate
-from adk_session_heal.bulk import apply_plan, plan_repair, scan
+from adk_session_heal.bulk import apply_plan, plan_repair, repair, scan
 from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.service import HealingSessionService
@@ -382,3 +383,46 @@ async def test_a_write_that_loses_a_deadlock_runs_again(
             await other.dispose()
         assert rechecks == 2
         assert [h.outcome for h in report.heals] == [WriteOutcome.WRITTEN]
+
+
+async def test_a_role_that_may_not_lock_sessions_still_repairs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL row locks need the UPDATE privilege: a repair role that has every other
+    right but not that one on `sessions` writes without holding the sessions, and a
+    session deleted under its insert fails the transaction once, then is skipped as gone."""
+    role = f"heal_limited_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(f"{SERVER_BASE_URLS['postgres']}/postgres",
+                                isolation_level="AUTOCOMMIT")
+    try:
+        async with temporary_database("postgres") as url:
+            await fill(Store("postgres", url), crashed_histories())
+            await migrate.upgrade(url)
+            owner = create_async_engine(url, isolation_level="AUTOCOMMIT")
+            try:
+                async with owner.connect() as conn:
+                    await conn.execute(text(f"CREATE ROLE {role} LOGIN"))
+                    await conn.execute(text(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"))
+                    await conn.execute(text(
+                        f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+                    await conn.execute(text(f"REVOKE UPDATE ON sessions FROM {role}"))
+            finally:
+                await owner.dispose()
+            app = DatabaseSessionService(url)
+
+            async def delete() -> None:
+                await app.delete_session(app_name=APP, user_id=USER, session_id="parallel")
+
+            _between_recheck_and_insert(monkeypatch, delete)
+            limited = url.replace("://postgres@", f"://{role}@")
+            try:
+                report = await repair(limited, policy=HealPolicy(stale_after=3600))
+            finally:
+                await app.close()
+            assert {h.record.session_id: h.outcome for h in report.heals} == {
+                "dead": WriteOutcome.WRITTEN, "parallel": WriteOutcome.GONE,
+                "stale": WriteOutcome.WRITTEN}
+    finally:
+        async with admin.connect() as conn:
+            await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        await admin.dispose()

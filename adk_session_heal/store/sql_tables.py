@@ -47,7 +47,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import timestamp_to_column
@@ -258,6 +258,9 @@ ORDER BY s.app_name, s.user_id, s.id FOR KEY SHARE OF s
 """).bindparams(*(bindparam(name, type_=ARRAY(String)) for name in ("apps", "users", "sids")))
 """PostgreSQL: holds the planned sessions' rows until the write ends (:func:`hold_sessions`)."""
 
+_PG_NO_PRIVILEGE = "42501"
+"""PostgreSQL's insufficient_privilege."""
+
 _WRITE_ATTEMPTS = 5
 """Transactions a write runs at most when each loses a race (see
 :func:`~adk_session_heal.store.driver_errors.lost_race`)."""
@@ -270,12 +273,18 @@ async def hold_sessions(conn: AsyncConnection, batch: Sequence[SessionHeals]) ->
     statement: a session deleted by its application (``delete_session``)
     after the re-count failed the whole batch's insert ("violates foreign key
     constraint"). Locking each session row ``FOR KEY SHARE`` first (the lock
-    that check takes anyway; it blocks neither reads nor ADK's appends, only a
-    delete, until this transaction commits) makes the re-count that follows
-    final: a session deleted before it has no events there and is skipped as
-    gone. SQLite's write lock already excludes the delete; on MySQL/MariaDB,
-    whose foreign-key check locks the session as each row is inserted, a
-    session gone by then is skipped row by row
+    that check takes anyway) makes the re-count that follows final: a session
+    deleted before it has no events there and is skipped as gone. Reads go on;
+    a delete, and ADK's ``append_event`` (which locks the row ``FOR UPDATE``
+    from ADK 1.28 on), wait until this transaction ends, so an event appended
+    meanwhile comes after the heals and one appended before is in the
+    re-count. A role without the UPDATE privilege on ``sessions`` (which row
+    locks need) writes without the hold; a session deleted under its insert
+    then fails the transaction, which runs again (see :meth:`SqlTablesStore.write`).
+
+    SQLite's write lock already excludes the delete; on MySQL/MariaDB, whose
+    foreign-key check locks the session as each row is inserted, a session
+    gone by then is skipped row by row
     (:func:`~adk_session_heal.store.dialects.insert_new_rows`): holding it from
     the start would make ADK's delete, which locks the session's events first,
     deadlock with the insert.
@@ -283,9 +292,17 @@ async def hold_sessions(conn: AsyncConnection, batch: Sequence[SessionHeals]) ->
     if conn.dialect.name != "postgresql" or not batch:
         return
     keys = sorted({s.key for s in batch})
-    await conn.execute(_PG_HOLD, {"apps": [k.app_name for k in keys],
-                                  "users": [k.user_id for k in keys],
-                                  "sids": [k.session_id for k in keys]})
+    try:
+        async with conn.begin_nested():
+            await conn.execute(_PG_HOLD, {"apps": [k.app_name for k in keys],
+                                          "users": [k.user_id for k in keys],
+                                          "sids": [k.session_id for k in keys]})
+    except DBAPIError as exc:
+        # A row lock needs the UPDATE privilege on the table: a role that may only
+        # insert events writes without the hold, and a session deleted under its
+        # insert fails the transaction, which runs again (lost_race).
+        if getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
+            raise
 
 
 @dataclass(frozen=True, slots=True)

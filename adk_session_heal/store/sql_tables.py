@@ -7,11 +7,14 @@ engine) and by scan / repair (over an engine opened from a URL):
   ``(timestamp, id)``, taking ``id`` and ``invocation_id`` from the columns and
   the timestamp from ``event_data`` (see
   :func:`~adk_session_heal.store.streaming.grouped_sessions`);
-* a write is one transaction: count each planned session's events and skip a
-  session that moved, insert the heal rows (keeping any row that holds the
-  key), insert the ledger rows of the heals it wrote. ``sessions`` is never
-  touched, so no revision changes and a runner mid-turn never fails with
-  ``StaleSessionError``;
+* a write is one transaction: on PostgreSQL hold the planned sessions (so a
+  delete waits for it), count each planned session's events and skip a
+  session that moved or is gone, insert the heal rows (keeping any row that
+  holds the key; on MySQL/MariaDB skipping one whose session was deleted
+  since), insert the ledger rows of the heals it wrote. ``sessions`` is never
+  written, so no revision changes and a runner mid-turn never fails with
+  ``StaleSessionError``. A transaction the database rolls back for a lost
+  race (a deadlock) runs again;
 * a removal (a late result superseded a heal) is one transaction too: lock
   the session's row, read its events as ADK orders them, delete the heal row
   only if the one rule lets it go
@@ -256,7 +259,7 @@ SELECT 1 FROM sessions s JOIN unnest(:apps, :users, :sids) AS k(app, usr, sid)
   ON s.app_name = k.app AND s.user_id = k.usr AND s.id = k.sid
 ORDER BY s.app_name, s.user_id, s.id FOR KEY SHARE OF s
 """).bindparams(*(bindparam(name, type_=ARRAY(String)) for name in ("apps", "users", "sids")))
-"""PostgreSQL: holds the planned sessions' rows until the write ends (:func:`hold_sessions`)."""
+"""PostgreSQL: holds the planned sessions' rows until the write ends (:func:`_hold_sessions`)."""
 
 _PG_NO_PRIVILEGE = "42501"
 """PostgreSQL's insufficient_privilege."""
@@ -266,7 +269,7 @@ _WRITE_ATTEMPTS = 5
 :func:`~adk_session_heal.store.driver_errors.lost_race`)."""
 
 
-async def hold_sessions(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> None:
+async def _hold_sessions(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> None:
     """Keeps the planned sessions from being deleted until the write transaction ends.
 
     PostgreSQL checks an inserted row's foreign key at the end of the
@@ -615,7 +618,7 @@ class SqlTablesStore(SessionStore):
         """One write transaction: hold the sessions, re-check, insert, ledger rows."""
         async with self.engine.begin() as conn:
             await prepare_write(conn)
-            await hold_sessions(conn, batch)
+            await _hold_sessions(conn, batch)
             found = await recheck(conn, batch)
             live, results = checked(batch, found.counts)
             heals = [(planned.key, heal) for planned in live for heal in planned.heals]

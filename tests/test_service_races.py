@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,11 @@ from typing import Any
 import pytest
 from conftest import ServiceFactory
 from google.adk.events.event import Event
-from google.adk.sessions import BaseSessionService, DatabaseSessionService
+from google.adk.sessions import (
+    BaseSessionService,
+    DatabaseSessionService,
+    InMemorySessionService,
+)
 from google.genai import types
 from servers import temporary_database
 from test_service import APP, USER, crashed_history, store_crashed, stored_events, synthetic
@@ -35,21 +40,28 @@ from adk_session_heal.service import HealingSessionService
 TESTS = Path(__file__).parent
 
 
-def _after_first_read(inner: BaseSessionService, act: Callable[[], Awaitable[None]]) -> None:
-    """Makes ``inner``'s next ``get_session`` run ``act`` after it has read (once).
+def _after_first_read(inner: BaseSessionService, act: Callable[[], Awaitable[None]],
+                      *, times: int = 1) -> None:
+    """Makes ``inner``'s next ``times`` reads (``get_session``) each run ``act`` after reading.
 
     The read returned is the one made before ``act``: what a reader holds when
-    another process writes between its read and its heal.
+    another process writes between its read and its heal. ``act``'s own reads
+    (through the same service) are left alone.
     """
     read = inner.get_session
-    fired = False
+    left = times
+    acting = False
 
     async def get_session(**kwargs: Any) -> Any:
-        nonlocal fired
+        nonlocal left, acting
         session = await read(**kwargs)
-        if not fired:
-            fired = True
-            await act()
+        if left and not acting:
+            left -= 1
+            acting = True
+            try:
+                await act()
+            finally:
+                acting = False
         return session
 
     inner.get_session = get_session  # type: ignore[method-assign]
@@ -126,6 +138,30 @@ async def test_a_session_deleted_between_the_read_and_the_write_is_returned_as_g
     _after_first_read(inner, delete)
     assert await HealingSessionService(inner).get_session(
         app_name=APP, user_id=USER, session_id=session.id) is None
+
+
+async def test_a_session_that_changes_under_every_read_is_read_five_times(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The re-reads are bounded: a session appended to between every read and its heal is
+    read 5 times, then returned as last read, with a WARNING saying so."""
+    inner = InMemorySessionService()
+    session = await store_crashed(inner, crashed_history())
+    reads: list[int] = []
+
+    async def append() -> None:
+        reads.append(1)
+        await _append_text(inner, session.id)
+
+    _after_first_read(inner, append, times=100)
+    caplog.set_level(logging.WARNING, logger="adk_session_heal")
+    returned = await HealingSessionService(inner).get_session(
+        app_name=APP, user_id=USER, session_id=session.id)
+
+    assert len(reads) == 5
+    assert returned is not None and classify(returned.events, now=time.time()).needs_healing
+    (warning,) = [r for r in caplog.records if r.name == "adk_session_heal"]
+    assert "changed under each of 5 reads" in warning.getMessage()
 
 
 _SESSIONS = 3

@@ -37,7 +37,9 @@ and never modify an existing event. ``get_session`` returns what storage
 holds: a heal that lost an insert race comes back as the winner stored it, and
 when the write is skipped because the session moved between the read and the
 write (a runner appended, another process healed, the application deleted it),
-the session is read again and healed from that read (up to 5 reads in all). A
+the session is read again and healed from that read (up to 10 reads in all,
+each after a short random pause that grows, so a re-read moves past a burst
+of appends instead of meeting it again). A
 failed heal write is logged with its traceback and the session is returned
 unhealed, unless :attr:`HealPolicy.raise_errors` is set.
 
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import weakref
 from collections import OrderedDict
@@ -92,9 +95,17 @@ logger = logging.getLogger("adk_session_heal")
 _CLEAN_SESSIONS = 1024
 """How many sessions' clean prefixes a service remembers (least recently read dropped)."""
 
-_READS = 5
+_READS = 10
 """Reads ``get_session`` makes at most of a session whose heal keeps losing to a change:
-each write re-counts the session's events and skips it when they moved since the read."""
+each write re-counts the session's events and skips it when they moved since the read.
+Measured with a runner appending to 3 sessions without pause and 8 reader processes on
+MariaDB (7,137 reads): 2.5 % needed a second read, 0.4 % a third, 0.1 % a fourth, 0.03 %
+a fifth; with at most 5 reads, 2 of 8 runs of the test of thousands of reads
+(``test_the_race_at_the_size_it_was_reported``) returned a dead call once."""
+_PAUSE = 0.005
+"""Seconds: the pause before the n-th re-read is random, up to ``_PAUSE * 2**n`` (at most
+:data:`_MAX_PAUSE`)."""
+_MAX_PAUSE = 0.2
 
 
 class HealLedger(Protocol):
@@ -253,7 +264,9 @@ class HealingSessionService(BaseSessionService):
         partial = config is not None and (
             config.num_recent_events is not None or config.after_timestamp is not None
         )
-        for _ in range(_READS):
+        for read in range(_READS):
+            if read:  # past the burst of appends the last read met, at a random moment
+                await asyncio.sleep(random.uniform(0, min(_MAX_PAUSE, _PAUSE * 2**read)))
             session = await self._inner.get_session(
                 app_name=app_name, user_id=user_id, session_id=session_id, config=config
             )

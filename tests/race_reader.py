@@ -30,13 +30,16 @@ APP, USER = "app", "user"
 
 
 class _Errors(logging.Handler):
-    """Keeps the ERROR records the wrapper logs (it fails open)."""
+    """Keeps what the wrapper logs when it returns a session unhealed: an ERROR (it fails
+    open) or the WARNING of a session that changed under every read."""
 
     def __init__(self) -> None:
-        super().__init__(logging.ERROR)
+        super().__init__(logging.WARNING)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.ERROR and "returning the last read" not in record.msg:
+            return  # the WARNING each heal is reported with
         cause = f" ({record.exc_info[1]!r})" if record.exc_info else ""
         self.messages.append((record.getMessage() + cause)[:300])
 

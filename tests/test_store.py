@@ -323,6 +323,7 @@ async def test_a_session_deleted_inside_the_write_transaction_costs_only_its_own
         assert (after.sessions_scanned, after.needs_healing) == (2, False)
 
 
+@pytest.mark.postgres
 async def test_a_write_that_loses_a_deadlock_runs_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -385,6 +386,7 @@ async def test_a_write_that_loses_a_deadlock_runs_again(
         assert [h.outcome for h in report.heals] == [WriteOutcome.WRITTEN]
 
 
+@pytest.mark.postgres
 async def test_a_role_that_may_not_lock_sessions_still_repairs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -63,7 +63,8 @@ response to a call that looks dead. ``events_scanned`` counts damaged rows too.
 
 ``repair`` adds ``"dry_run"``, ``"ledger"`` (recorded or not), ``"healed"``
 (rows written by this run), ``"already_present"``, ``"skipped"`` (the
-session changed or was deleted between plan and write) and ``"heals"``: one entry
+session changed or was deleted between plan and write), ``"deleted"`` (those of
+the skipped whose session was deleted: ``"outcome": "session_deleted"``) and ``"heals"``: one entry
 per synthetic event, ``{"app_name", "user_id", "session_id", "call_event_id",
 "synthetic_event_id", "invocation_id", "call_ids", "tool_names", "reason",
 "written", "outcome", "event_data"}``, where ``event_data`` is exactly the stored JSON
@@ -686,6 +687,11 @@ class RepairReport:
             1 for h in self.heals if h.outcome in (WriteOutcome.CHANGED, WriteOutcome.GONE)
         )
 
+    @property
+    def deleted(self) -> int:
+        """How many of the skipped events were skipped because their session was deleted."""
+        return sum(1 for h in self.heals if h.outcome is WriteOutcome.GONE)
+
     @classmethod
     def dry(cls, scan: ScanReport, heals: Sequence[Heal]) -> RepairReport:
         """Returns the report of a dry run: every planned heal, nothing written."""
@@ -721,7 +727,10 @@ class RepairReport:
             return (f"Dry run: synthetic events that would be written: {len(self.heals)}"
                     f"{taking}; nothing was written.")
         ledger = "recorded in the heal ledger" if self.ledger else "not recorded (--no-ledger)"
-        skipped = (f", {self.skipped} skipped: their session changed since the scan"
+        changed = self.skipped - self.deleted
+        why = ("changed" if not self.deleted else "was deleted" if not changed
+               else f"changed ({changed}) or was deleted ({self.deleted})")
+        skipped = (f", {self.skipped} skipped: their session {why} since the scan"
                    if self.skipped else "")
         if self.scan.damaged_sessions:
             skipped += (f"; {counted(self.scan.damaged_sessions, 'session')} with damaged rows "
@@ -744,6 +753,7 @@ class RepairReport:
             healed=self.healed,
             already_present=self.already_present,
             skipped=self.skipped,
+            deleted=self.deleted,
             heals=[h.to_json() for h in self.heals],
             taken_back=self.taken_back,
             removals=[{**entry.to_json(),

@@ -27,8 +27,9 @@ from google.adk.integrations.redis import RedisSessionService, RedisSessionServi
 from google.adk.sessions import Session
 from google.genai import types
 from servers import REDIS_URL, temporary_redis_prefix
-from stores import APP, USER, crashed_histories
+from stores import APP, USER, bulk_histories, crashed_histories
 from test_cli import assert_one_line_error, cli
+from test_repair import DELETE_SESSIONS, repair_while_deleting
 from test_service import crashed_history, store_crashed, synthetic
 
 from adk_session_heal import migrate
@@ -471,3 +472,30 @@ async def test_cli_repair_takes_back_a_heal_a_late_result_superseded(
     value = await raw.get(session_key(prefix, "late"))
     again = json.loads(cli("repair", url, "--yes", "--json").stdout)
     assert again["taken_back"] == 0 and await raw.get(session_key(prefix, "late")) == value
+
+
+async def test_sessions_deleted_during_a_repair_are_skipped_and_reported(
+    services: ServiceMaker, prefix: str, raw: Any, tmp_path: Path
+) -> None:
+    """As on the SQL engines (tests/test_repair.py): 300 of 3,000 sessions deleted through
+    ADK's delete_session during `repair` are reported as deleted or were healed first; the
+    others are healed and recorded; exit code 3."""
+    service = services()
+    template = await service.create_session(app_name=APP, user_id=USER, session_id="template")
+    for event in bulk_histories(1, 8, 1.0)[0].events:
+        await service.append_event(template, event)
+    key = session_key(prefix, "template")
+    value, ttl = await raw.get(key), await raw.ttl(key)
+    assert value.count('"id":"template"') == 1
+    async with raw.pipeline(transaction=False) as pipe:  # 3,000 copies of ADK's own value
+        for n in range(DELETE_SESSIONS):
+            pipe.set(session_key(prefix, f"s{n:07d}"),
+                     value.replace('"id":"template"', f'"id":"s{n:07d}"'), ex=ttl)
+        pipe.delete(key)
+        await pipe.execute()
+
+    _, gone = await repair_while_deleting(store_url(prefix), service, tmp_path / "repair.log")
+
+    records = await RedisHealLedger(raw, key_prefix=prefix).history()
+    assert {r.session_id for r in records} == {
+        f"s{n:07d}" for n in range(DELETE_SESSIONS)} - gone

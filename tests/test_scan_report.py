@@ -131,6 +131,26 @@ def _many_heals(count: int) -> RepairReport:
     return RepairReport(_report(), entries, dry_run=False, ledger=True)
 
 
+@pytest.mark.parametrize(("changed", "deleted", "said"), [
+    (1, 0, "1 skipped: their session changed since the scan"),
+    (0, 3, "3 skipped: their session was deleted since the scan"),
+    (1, 2, "3 skipped: their session changed (1) or was deleted (2) since the scan"),
+])
+def test_repair_summary_says_which_skipped_sessions_were_deleted(
+    changed: int, deleted: int, said: str
+) -> None:
+    """The summary line and the JSON count the heals skipped because their session was
+    deleted apart from those whose session changed."""
+    report = _many_heals(2)
+    record = report.heals[0].record
+    report.heals += [HealEntry(record, {}, False, WriteOutcome.CHANGED)] * changed
+    report.heals += [HealEntry(record, {}, False, WriteOutcome.GONE)] * deleted
+    assert f"(0 already present, {said}" in report.summary_line()
+    document = report.to_json()
+    assert (document["healed"], document["skipped"], document["deleted"]) == (
+        2, changed + deleted, deleted)
+
+
 def test_scan_report_repr_is_one_short_line_of_counts() -> None:
     """A scan report's repr is its counts on one short line, never its entries."""
     report = _report()

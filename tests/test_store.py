@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from google.adk.sessions import (
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from servers import SERVER_BASE_URLS, temporary_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
@@ -30,12 +34,14 @@ from stores import (
     crashed_histories,
     fill,
 )
-from test_service import APP, USER, store_crashed, synthetic
+from test_service import APP, USER, crashed_history, store_crashed, synthetic
 
 from adk_session_heal import migrate
+from adk_session_heal.bulk import apply_plan, plan_repair, repair, scan
+from adk_session_heal.event_access import HEAL_METADATA_KEY
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.service import HealingSessionService
-from adk_session_heal.store import Layout, store_for_service
+from adk_session_heal.store import Layout, SessionFilter, WriteOutcome, store_for_service
 from adk_session_heal.testing import History
 
 
@@ -216,3 +222,209 @@ async def test_a_kill_between_heal_and_ledger_rows_leaves_both_or_neither(
     finished = subprocess.run(command, env=env, capture_output=True, timeout=120)
     assert finished.returncode == 0, finished.stderr.decode()
     assert await _heal_and_ledger_rows(adk_store) == (1, 1)
+
+
+def _between_recheck_and_insert(monkeypatch: pytest.MonkeyPatch,
+                                act: Callable[[], Awaitable[None]]) -> None:
+    """Runs ``act`` once inside the next SQL write transaction, after its re-count.
+
+    That is the instant a concurrent writer (another healer, the application
+    deleting a session) lands between the write's re-check and its inserts.
+    """
+    from adk_session_heal.store import sql_tables
+
+    real = sql_tables.recheck
+    fired = False
+
+    async def recheck(conn: Any, batch: Any) -> Any:
+        nonlocal fired
+        found = await real(conn, batch)
+        if not fired:
+            fired = True
+            await act()
+        return found
+
+    monkeypatch.setattr(sql_tables, "recheck", recheck)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_a_heal_another_healer_stores_mid_write_is_read_back_as_stored(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of an insert race returns the winner's row: on MariaDB a plain read in the
+    write transaction sees its snapshot, taken before the winner committed."""
+    async with temporary_database(kind) as url:
+        inner, other = DatabaseSessionService(url), DatabaseSessionService(url)
+        winner = HealingSessionService(other, clock=lambda: 1_000_000.0)
+        try:
+            session = await store_crashed(inner, crashed_history())
+
+            async def heal() -> None:
+                await winner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+
+            _between_recheck_and_insert(monkeypatch, heal)
+            healed = await HealingSessionService(inner).get_session(
+                app_name=APP, user_id=USER, session_id=session.id)
+            assert healed is not None
+            (heal_event,) = synthetic(healed.events)
+            assert heal_event.custom_metadata is not None
+            assert heal_event.custom_metadata[HEAL_METADATA_KEY]["healed_at"] == 1_000_000.0
+        finally:
+            await inner.close()
+            await other.close()
+
+
+async def _until_done_or_waiting(task: asyncio.Task[None], url: str) -> None:
+    """Waits until ``task`` is done or a connection to ``url``'s database waits for a lock."""
+    engine = create_async_engine(url)
+    waiting = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+               "AND wait_event_type = 'Lock'")
+    try:
+        while not task.done():
+            if url.startswith("postgresql"):
+                async with engine.connect() as conn:
+                    if (await conn.execute(text(waiting))).scalar_one():
+                        return
+            await asyncio.sleep(0.01)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize(("kind", "deleted"), [("postgres", WriteOutcome.WRITTEN),
+                                               ("mariadb", WriteOutcome.GONE)])
+async def test_a_session_deleted_inside_the_write_transaction_costs_only_its_own_heal(
+    kind: str, deleted: WriteOutcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The application deletes a planned session (ADK's delete_session) after the write's
+    re-count: the rest of the batch is written, and the delete succeeds. On PostgreSQL
+    the write holds the sessions, so the delete waits for it (then takes the heal with
+    the session); on MariaDB the delete goes first and that session's heal is skipped
+    as gone, its row refused by the foreign key without undoing the others."""
+    async with temporary_database(kind) as url:
+        await fill(Store(kind, url), {sid: crashed_histories()["dead"] for sid in "abc"})
+        plan = await plan_repair(url, policy=HealPolicy(), writing=True)
+        app = DatabaseSessionService(url)
+        deleting: list[asyncio.Task[None]] = []
+
+        async def delete_b() -> None:
+            deleting.append(asyncio.create_task(
+                app.delete_session(app_name=APP, user_id=USER, session_id="b")))
+            await _until_done_or_waiting(deleting[0], url)
+
+        _between_recheck_and_insert(monkeypatch, delete_b)
+        try:
+            report = await apply_plan(plan, ledger=False)
+            await deleting[0]
+        finally:
+            await app.close()
+        assert {h.record.session_id: h.outcome for h in report.heals} == {
+            "a": WriteOutcome.WRITTEN, "b": deleted, "c": WriteOutcome.WRITTEN}
+        after = await scan(url, stale_after=None)
+        assert (after.sessions_scanned, after.needs_healing) == (2, False)
+
+
+@pytest.mark.postgres
+async def test_a_write_that_loses_a_deadlock_runs_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write the database picks as a deadlock's victim is rolled back and run again
+    whole: the batch is written, and the other transaction goes on."""
+    async with temporary_database("postgres") as url:
+        await fill(Store("postgres", url), {sid: crashed_histories()["dead"] for sid in "ax"})
+        plan = await plan_repair(url, policy=HealPolicy(), where=SessionFilter(session_id="a"))
+        other = create_async_engine(url)
+        rechecks = 0
+        finishing: list[asyncio.Task[None]] = []
+
+        async def lock_a_then_commit(conn: Any) -> None:
+            try:
+                await conn.execute(text(
+                    "SELECT 1 FROM sessions WHERE id = 'a' FOR UPDATE"))  # waits for the write
+                await conn.commit()
+            finally:
+                await conn.close()
+
+        async def deadlock(ours: Any) -> None:
+            # The other transaction holds x and then waits for a (the write holds it);
+            # the write then waits for x. Its shorter deadlock_timeout makes it the victim.
+            conn = await other.connect()
+            await conn.execute(text("SET LOCAL deadlock_timeout = '10s'"))
+            await conn.execute(text("SELECT 1 FROM sessions WHERE id = 'x' FOR UPDATE"))
+            finishing.append(asyncio.create_task(lock_a_then_commit(conn)))
+            probe = create_async_engine(url)
+            try:
+                while True:
+                    async with probe.connect() as watch:
+                        if (await watch.execute(text(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                "current_database() AND wait_event_type = 'Lock'"))).scalar_one():
+                            break
+                    await asyncio.sleep(0.01)
+            finally:
+                await probe.dispose()
+            await ours.execute(text("SET LOCAL deadlock_timeout = '50ms'"))
+            await ours.execute(text("SELECT 1 FROM sessions WHERE id = 'x' FOR KEY SHARE"))
+
+        from adk_session_heal.store import sql_tables
+
+        real = sql_tables.recheck
+
+        async def recheck(conn: Any, batch: Any) -> Any:
+            nonlocal rechecks
+            rechecks += 1
+            if rechecks == 1:
+                await deadlock(conn)
+            return await real(conn, batch)
+
+        monkeypatch.setattr(sql_tables, "recheck", recheck)
+        try:
+            report = await apply_plan(plan, ledger=False)
+            await finishing[0]
+        finally:
+            await other.dispose()
+        assert rechecks == 2
+        assert [h.outcome for h in report.heals] == [WriteOutcome.WRITTEN]
+
+
+@pytest.mark.postgres
+async def test_a_role_that_may_not_lock_sessions_still_repairs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL row locks need the UPDATE privilege: a repair role that has every other
+    right but not that one on `sessions` writes without holding the sessions, and a
+    session deleted under its insert fails the transaction once, then is skipped as gone."""
+    role = f"heal_limited_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(f"{SERVER_BASE_URLS['postgres']}/postgres",
+                                isolation_level="AUTOCOMMIT")
+    try:
+        async with temporary_database("postgres") as url:
+            await fill(Store("postgres", url), crashed_histories())
+            await migrate.upgrade(url)
+            owner = create_async_engine(url, isolation_level="AUTOCOMMIT")
+            try:
+                async with owner.connect() as conn:
+                    await conn.execute(text(f"CREATE ROLE {role} LOGIN"))
+                    await conn.execute(text(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"))
+                    await conn.execute(text(
+                        f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+                    await conn.execute(text(f"REVOKE UPDATE ON sessions FROM {role}"))
+            finally:
+                await owner.dispose()
+            app = DatabaseSessionService(url)
+
+            async def delete() -> None:
+                await app.delete_session(app_name=APP, user_id=USER, session_id="parallel")
+
+            _between_recheck_and_insert(monkeypatch, delete)
+            limited = url.replace("://postgres@", f"://{role}@")
+            try:
+                report = await repair(limited, policy=HealPolicy(stale_after=3600))
+            finally:
+                await app.close()
+            assert {h.record.session_id: h.outcome for h in report.heals} == {
+                "dead": WriteOutcome.WRITTEN, "parallel": WriteOutcome.GONE,
+                "stale": WriteOutcome.WRITTEN}
+    finally:
+        async with admin.connect() as conn:
+            await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        await admin.dispose()

@@ -766,7 +766,7 @@ def outcomes(
     batch: Sequence[SessionHeals],
     skipped: Iterable[WriteResult],
     inserted: Sequence[Heal],
-    written: Sequence[bool],
+    written: Sequence[bool | None],
     stored: Mapping[str, Event],
 ) -> list[WriteResult]:
     """Returns one result per heal of ``batch``, in its order.
@@ -775,12 +775,14 @@ def outcomes(
         batch: What was to be written.
         skipped: The results of heals whose session moved (:func:`checked`).
         inserted: The heals the writer tried to insert.
-        written: For each of those, whether the insert wrote it.
+        written: For each of those, whether the insert wrote it (``None``:
+            its session was deleted before the insert).
         stored: Events read back for heals already present, by id.
     """
     results = {id(result.heal): result for result in skipped}
     for heal, ok in zip(inserted, written, strict=True):
-        outcome = WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT
+        outcome = (WriteOutcome.GONE if ok is None
+                   else WriteOutcome.WRITTEN if ok else WriteOutcome.PRESENT)
         results[id(heal)] = WriteResult(heal, outcome, stored.get(heal.event_id))
     return [results[id(heal)] for planned in batch for heal in planned.heals]
 

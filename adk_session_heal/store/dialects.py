@@ -17,6 +17,8 @@ __all__ = ["insert_new_rows", "prepare_write"]
 _MYSQL_DUPLICATE_KEY = frozenset({1022, 1062, 1586})
 """MySQL/MariaDB error codes that mean "a row with this key exists" (ER_DUP_KEY,
 ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME)."""
+_MYSQL_NO_PARENT = 1452
+"""MySQL/MariaDB: a foreign key names no parent row (ER_NO_REFERENCED_ROW_2)."""
 
 
 async def prepare_write(conn: AsyncConnection) -> None:
@@ -36,29 +38,33 @@ async def prepare_write(conn: AsyncConnection) -> None:
         await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
-def _is_duplicate_key(exc: IntegrityError) -> bool:
-    """Whether a MySQL/MariaDB integrity error says the row's key already exists."""
+def _mysql_code(exc: IntegrityError) -> Any:
+    """The MySQL/MariaDB error code of an integrity error (``None`` if none)."""
     args: tuple[Any, ...] = tuple(getattr(exc.orig, "args", ()))
-    return bool(args) and args[0] in _MYSQL_DUPLICATE_KEY
+    return args[0] if args else None
 
 
 async def insert_new_rows(
     conn: AsyncConnection, table: Table, rows: Sequence[Mapping[str, Any]], key: Sequence[str]
-) -> list[bool]:
+) -> list[bool | None]:
     """Inserts rows into ``table``, keeping any row that already holds a row's key.
 
     Only an existing key makes a row "already present": every other error (a
-    value too long for its column, a wrong type, a missing session) is raised,
-    never turned into a warning, so nothing is silently truncated or dropped.
+    value too long for its column, a wrong type) is raised, never turned into
+    a warning, so nothing is silently truncated or dropped. On MySQL/MariaDB a
+    row whose foreign key names no parent row (its session was deleted after
+    the caller re-counted it) is not written and comes back as ``None``; the
+    other rows are still inserted. PostgreSQL and SQLite raise then (their
+    writers hold the parent rows, so they never meet one).
 
     * PostgreSQL and SQLite: one multi-row ``INSERT ... ON CONFLICT DO NOTHING
       RETURNING <key>`` (SQLAlchemy's "insertmanyvalues"); the keys returned
       are the rows written.
     * MySQL/MariaDB: one plain ``INSERT`` per row; a duplicate-key error (1062)
-      means present. InnoDB undoes only the failed statement, so the
-      transaction (the re-check before, the ledger rows after) goes on.
-      ``INSERT IGNORE`` is not used: it also turns truncation and type errors
-      into warnings and writes the mangled row.
+      means present, a missing parent (1452) means gone. InnoDB undoes only
+      the failed statement, so the transaction (the re-check before, the
+      ledger rows after) goes on. ``INSERT IGNORE`` is not used: it also turns
+      truncation and type errors into warnings and writes the mangled row.
 
     Args:
         conn: A connection inside the caller's transaction.
@@ -67,25 +73,30 @@ async def insert_new_rows(
         key: The columns of the table's primary key or unique constraint.
 
     Returns:
-        For each row, whether this call wrote it.
+        For each row, whether this call wrote it (``None``: its parent row is gone).
 
     Raises:
         UnsupportedStoreError: The dialect is not SQLite, PostgreSQL, MySQL or MariaDB.
-        sqlalchemy.exc.SQLAlchemyError: Any error other than an existing key.
+        sqlalchemy.exc.SQLAlchemyError: Any error other than an existing key (or,
+            on MySQL/MariaDB, a missing parent row).
     """
     if not rows:
         return []
     dialect = conn.dialect.name
     if dialect in ("mysql", "mariadb"):
         statement = insert(table)
-        written: list[bool] = []
+        written: list[bool | None] = []
         for row in rows:
             try:
                 await conn.execute(statement, dict(row))
             except IntegrityError as exc:
-                if not _is_duplicate_key(exc):
+                code = _mysql_code(exc)
+                if code in _MYSQL_DUPLICATE_KEY:
+                    written.append(False)
+                elif code == _MYSQL_NO_PARENT:
+                    written.append(None)
+                else:
                     raise
-                written.append(False)
             else:
                 written.append(True)
         return written

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 
@@ -22,6 +23,7 @@ __all__ = [
     "CONNECT_ERRORS",
     "DRIVER_EXTRAS",
     "import_driver",
+    "lost_race",
     "missing_driver_error",
     "translate_error",
 ]
@@ -103,6 +105,31 @@ def _is_connection_problem(exc: BaseException, cause: BaseException, doing: str)
             or isinstance(cause, OSError | ConnectionError)
             or isinstance(exc, DisconnectionError)
             or bool(getattr(exc, "connection_invalidated", False)))
+
+
+_RACE_SQLSTATES = frozenset({"40001", "40P01", "23503"})
+"""PostgreSQL: serialization failure, deadlock detected, foreign key violation."""
+_RACE_MYSQL_CODES = frozenset({1205, 1213, 1452})
+"""MySQL/MariaDB: lock wait timeout, deadlock (the transaction was rolled back), a child
+row whose parent is gone."""
+
+
+def lost_race(exc: BaseException) -> bool:
+    """Whether a write failed only because a concurrent transaction got there first.
+
+    A deadlock or serialization failure (the database rolled the transaction
+    back), a lock wait that timed out, or a foreign key naming a session that
+    was deleted after the write re-counted it: run again, the transaction
+    re-checks what it writes and skips what is gone.
+
+    Args:
+        exc: The driver or SQLAlchemy error.
+    """
+    cause = getattr(exc, "orig", None) or exc
+    if getattr(cause, "sqlstate", None) in _RACE_SQLSTATES:
+        return True
+    args: tuple[Any, ...] = tuple(getattr(cause, "args", ()))
+    return bool(args) and isinstance(args[0], int) and args[0] in _RACE_MYSQL_CODES
 
 
 def translate_error(exc: BaseException, url: StoreUrl, doing: str) -> StoreError:

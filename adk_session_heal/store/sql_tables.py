@@ -7,11 +7,14 @@ engine) and by scan / repair (over an engine opened from a URL):
   ``(timestamp, id)``, taking ``id`` and ``invocation_id`` from the columns and
   the timestamp from ``event_data`` (see
   :func:`~adk_session_heal.store.streaming.grouped_sessions`);
-* a write is one transaction: count each planned session's events and skip a
-  session that moved, insert the heal rows (keeping any row that holds the
-  key), insert the ledger rows of the heals it wrote. ``sessions`` is never
-  touched, so no revision changes and a runner mid-turn never fails with
-  ``StaleSessionError``;
+* a write is one transaction: on PostgreSQL hold the planned sessions (so a
+  delete waits for it), count each planned session's events and skip a
+  session that moved or is gone, insert the heal rows (keeping any row that
+  holds the key; on MySQL/MariaDB skipping one whose session was deleted
+  since), insert the ledger rows of the heals it wrote. ``sessions`` is never
+  written, so no revision changes and a runner mid-turn never fails with
+  ``StaleSessionError``. A transaction the database rolls back for a lost
+  race (a deadlock) runs again;
 * a removal (a late result superseded a heal) is one transaction too: lock
   the session's row, read its events as ADK orders them, delete the heal row
   only if the one rule lets it go
@@ -24,6 +27,7 @@ engine) and by scan / repair (over an engine opened from a URL):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import functools
@@ -46,7 +50,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..adk_compat import timestamp_to_column
@@ -72,7 +76,7 @@ from .base import (
     removed,
 )
 from .dialects import insert_new_rows, prepare_write
-from .driver_errors import translate_error
+from .driver_errors import lost_race, translate_error
 from .ledger import missing_ledger_message
 from .ledger_table import (
     INCREMENTAL_REVISIONS,
@@ -217,19 +221,20 @@ def heal_row(
 
 async def insert_database_events_batch(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]]
-) -> list[bool]:
+) -> list[bool | None]:
     """Inserts ``DatabaseSessionService`` event rows, keeping any row that holds the key.
 
     See :func:`~adk_session_heal.store.dialects.insert_new_rows`: batched on
     PostgreSQL and SQLite, one by one on MySQL/MariaDB; only an existing key
-    counts as present, any other error is raised.
+    counts as present (and, on MySQL/MariaDB, a deleted session as gone), any
+    other error is raised.
 
     Args:
         conn: A connection inside the caller's transaction.
         rows: Rows from :func:`database_event_row` or :func:`heal_row`.
 
     Returns:
-        For each row, whether this call wrote it.
+        For each row, whether this call wrote it (``None``: its session is gone).
     """
     return await insert_new_rows(conn, _events_table(), rows, _EVENT_KEY)
 
@@ -248,6 +253,59 @@ FROM unnest(:apps, :users, :sids) AS k(app, usr, sid)
     for name in ("apps", "users", "sids", "ids", "all_sids")
 ))
 """PostgreSQL's re-check: one index range per session (5x faster than ``IN`` lists there)."""
+
+_PG_HOLD = text("""
+SELECT 1 FROM sessions s JOIN unnest(:apps, :users, :sids) AS k(app, usr, sid)
+  ON s.app_name = k.app AND s.user_id = k.usr AND s.id = k.sid
+ORDER BY s.app_name, s.user_id, s.id FOR KEY SHARE OF s
+""").bindparams(*(bindparam(name, type_=ARRAY(String)) for name in ("apps", "users", "sids")))
+"""PostgreSQL: holds the planned sessions' rows until the write ends (:func:`_hold_sessions`)."""
+
+_PG_NO_PRIVILEGE = "42501"
+"""PostgreSQL's insufficient_privilege."""
+
+_WRITE_ATTEMPTS = 5
+"""Transactions a write runs at most when each loses a race (see
+:func:`~adk_session_heal.store.driver_errors.lost_race`)."""
+
+
+async def _hold_sessions(conn: AsyncConnection, batch: Sequence[SessionHeals]) -> None:
+    """Keeps the planned sessions from being deleted until the write transaction ends.
+
+    PostgreSQL checks an inserted row's foreign key at the end of the
+    statement: a session deleted by its application (``delete_session``)
+    after the re-count failed the whole batch's insert ("violates foreign key
+    constraint"). Locking each session row ``FOR KEY SHARE`` first (the lock
+    that check takes anyway) makes the re-count that follows final: a session
+    deleted before it has no events there and is skipped as gone. Reads go on;
+    a delete, and ADK's ``append_event`` (which locks the row ``FOR UPDATE``
+    from ADK 1.28 on), wait until this transaction ends, so an event appended
+    meanwhile comes after the heals and one appended before is in the
+    re-count. A role without the UPDATE privilege on ``sessions`` (which row
+    locks need) writes without the hold; a session deleted under its insert
+    then fails the transaction, which runs again (see :meth:`SqlTablesStore.write`).
+
+    SQLite's write lock already excludes the delete; on MySQL/MariaDB, whose
+    foreign-key check locks the session as each row is inserted, a session
+    gone by then is skipped row by row
+    (:func:`~adk_session_heal.store.dialects.insert_new_rows`): holding it from
+    the start would make ADK's delete, which locks the session's events first,
+    deadlock with the insert.
+    """
+    if conn.dialect.name != "postgresql" or not batch:
+        return
+    keys = sorted({s.key for s in batch})
+    try:
+        async with conn.begin_nested():
+            await conn.execute(_PG_HOLD, {"apps": [k.app_name for k in keys],
+                                          "users": [k.user_id for k in keys],
+                                          "sids": [k.session_id for k in keys]})
+    except DBAPIError as exc:
+        # A row lock needs the UPDATE privilege on the table: a role that may only
+        # insert events writes without the hold, and a session deleted under its
+        # insert fails the transaction, which runs again (lost_race).
+        if getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
+            raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,28 +591,49 @@ class SqlTablesStore(SessionStore):
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
     ) -> list[WriteResult]:
-        """Applies the heals in one transaction (see the module docstring)."""
-        try:
-            async with self.engine.begin() as conn:
-                await prepare_write(conn)
-                found = await recheck(conn, batch)
-                live, results = checked(batch, found.counts)
-                heals = [(planned.key, heal) for planned in live for heal in planned.heals]
-                rows = [
-                    heal_row(key, heal, found.anchor_columns.get((key, heal.plan.anchor_event_id)))
-                    for key, heal in heals
-                ]
-                written = await insert_database_events_batch(conn, rows)
-                if ledger:
-                    await insert_ledger_rows(conn, [
-                        heal_ledger_row(heal)
-                        for (_, heal), ok in zip(heals, written, strict=True) if ok])
-                lost = [key_heal for key_heal, ok in zip(heals, written, strict=True) if not ok]
-                stored = await self._read_back(conn, lost) if read_back and lost else {}
-        except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's TimeoutError
-            if ledger and await self.ledger_revision_or_none() is None:
-                raise LedgerError(missing_ledger_message(self, None), missing=True) from exc
-            raise self._error(exc, "write to") from exc
+        """Applies the heals in one transaction (see the module docstring).
+
+        A transaction that lost a race (a deadlock, a lock wait timed out, see
+        :func:`~adk_session_heal.store.driver_errors.lost_race`) is rolled
+        back whole and run again, up to :data:`_WRITE_ATTEMPTS` times; each
+        run re-checks the sessions, so one deleted meanwhile is skipped as
+        gone and the rest of the batch is written.
+        """
+        attempt = 1
+        while True:
+            try:
+                return await self._write_once(batch, ledger, read_back)
+            except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's TimeoutError
+                if attempt < _WRITE_ATTEMPTS and lost_race(exc):
+                    await asyncio.sleep(0.01 * attempt)
+                    attempt += 1
+                    continue
+                if ledger and await self.ledger_revision_or_none() is None:
+                    raise LedgerError(missing_ledger_message(self, None), missing=True) from exc
+                raise self._error(exc, "write to") from exc
+
+    async def _write_once(
+        self, batch: Sequence[SessionHeals], ledger: bool, read_back: bool
+    ) -> list[WriteResult]:
+        """One write transaction: hold the sessions, re-check, insert, ledger rows."""
+        async with self.engine.begin() as conn:
+            await prepare_write(conn)
+            await _hold_sessions(conn, batch)
+            found = await recheck(conn, batch)
+            live, results = checked(batch, found.counts)
+            heals = [(planned.key, heal) for planned in live for heal in planned.heals]
+            rows = [
+                heal_row(key, heal, found.anchor_columns.get((key, heal.plan.anchor_event_id)))
+                for key, heal in heals
+            ]
+            written = await insert_database_events_batch(conn, rows)
+            if ledger:
+                await insert_ledger_rows(conn, [
+                    heal_ledger_row(heal)
+                    for (_, heal), ok in zip(heals, written, strict=True) if ok])
+            lost = [key_heal for key_heal, ok in zip(heals, written, strict=True)
+                    if ok is False]
+            stored = await self._read_back(conn, lost) if read_back and lost else {}
         return outcomes(batch, results, [heal for _, heal in heals], written, stored)
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
@@ -620,12 +699,14 @@ class SqlTablesStore(SessionStore):
         stored: dict[str, Event] = {}
         table = _events_table()
         for key, heal in lost:
+            # A locking read: on MySQL/MariaDB a plain one reads the transaction's
+            # snapshot, taken before the winner's row was committed, and finds nothing.
             statement = select(table).where(
                 table.c.app_name == key.app_name,
                 table.c.user_id == key.user_id,
                 table.c.session_id == key.session_id,
                 table.c.id == heal.event_id,
-            )
+            ).with_for_update(read=True)
             row = (await conn.execute(statement)).first()
             if row is not None:
                 stored[heal.event_id] = _to_event(row)

@@ -227,6 +227,11 @@ def readme_contents(text: str) -> str:
                    for level, title in _headings(text))
 
 
+def test_no_placeholder_is_left_in_the_docs() -> None:
+    """Every figure the docs state is filled in (a ``@@NAME@@`` placeholder is not)."""
+    assert re.findall(r"@@\w+@@", DOCS_TEXT) == []
+
+
 def test_readme_contents_list_every_section() -> None:
     """The README's table of contents names every ## and ### section, in order, linked right."""
     text = (ROOT / "README.md").read_text()

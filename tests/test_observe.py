@@ -399,6 +399,7 @@ ADK_TRACE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_in_an_adk_run_the_heal_span_nests_in_adk_s_trace() -> None:
     """With a global SDK, the heal span of a resumed run is a child of ADK's run span."""
     completed = subprocess.run(

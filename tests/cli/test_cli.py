@@ -88,6 +88,7 @@ async def crashed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield store, await crash(store)
 
 
+@pytest.mark.slow
 async def test_cli_heals_a_real_crashed_run(crashed: tuple[Store, str]) -> None:
     """scan exits 1 and lists the dead call; repair heals it once; scan then exits 0."""
     store, session_id = crashed
@@ -591,6 +592,7 @@ def test_debug_shows_the_traceback(where: str, tmp_path: Path) -> None:
     assert debug.stderr.splitlines()[-1].startswith("Error: no SQLite file")
 
 
+@pytest.mark.slow
 def test_prompt_and_plan_go_to_stderr(tmp_path: Path) -> None:
     """On a terminal repair shows its plan and asks on stderr; piped stdout gets only TSV,
     without colour or progress bars."""
@@ -684,6 +686,7 @@ def test_help_loads_no_adk_rich_alembic_or_sqlalchemy(command: list[str]) -> Non
 # ---- environment errors in one true line (issue 28, point 7) ----
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("url", "driver", "extra"), [
     ("postgresql+asyncpg://postgres:hunter2@127.0.0.1:5432/postgres", "asyncpg", "postgres"),
     ("mysql+aiomysql://root:hunter2@127.0.0.1:3306/mysql", "aiomysql", "mysql"),

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from paths import ROOT
 from stores import Store, crashed_histories, fill
 
@@ -84,6 +85,7 @@ async def filled_store(tmp_path: Path) -> Store:
     return store
 
 
+@pytest.mark.slow
 async def test_scan_repair_and_undo_hints_run_as_printed(tmp_path: Path) -> None:
     """scan's repair hint, the missing ledger's db upgrade hint and repair's undo hint all run."""
     store = await filled_store(tmp_path)
@@ -109,6 +111,7 @@ async def test_scan_repair_and_undo_hints_run_as_printed(tmp_path: Path) -> None
     assert "heals taken out: 3" in out
 
 
+@pytest.mark.slow
 async def test_review_hint_resolves_once_the_placeholders_are_filled(tmp_path: Path) -> None:
     """review's hint names the URL: with a listed call id and a JSON value filled in, it runs."""
     store = await filled_store(tmp_path)
@@ -129,6 +132,7 @@ async def test_review_hint_resolves_once_the_placeholders_are_filled(tmp_path: P
     assert f"Resolved call {call_id}" in out
 
 
+@pytest.mark.slow
 async def test_error_hints_name_commands_that_run(tmp_path: Path) -> None:
     """history with no ledger, an unknown run, an unknown call: each names a command that runs."""
     store = await filled_store(tmp_path)

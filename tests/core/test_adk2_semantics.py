@@ -110,12 +110,14 @@ def _crash_then_resume(tmp_path: Path, stale_after: str) -> dict[str, int]:
     return result
 
 
+@pytest.mark.slow
 @needs_resume
 def test_a_resumed_invocation_replays_its_unfinished_call_by_default(tmp_path: Path) -> None:
     """Resuming a crashed resumable invocation re-runs its tool; no heal fakes a failure."""
     assert _crash_then_resume(tmp_path, "none") == {"tool_starts": 2, "heals": 0}
 
 
+@pytest.mark.slow
 @needs_resume
 def test_a_resumed_invocation_is_healed_instead_when_the_policy_says_so(tmp_path: Path) -> None:
     """With stale_after set, the crashed call is healed on resume and the tool not re-run."""

@@ -347,6 +347,7 @@ async def test_concurrent_resolutions_on_separate_connections_store_exactly_one(
     assert not classify(rows, STORED_JSON, now=time.time()).duplicate_responses
 
 
+@pytest.mark.slow
 async def test_concurrent_resolve_commands_lose_no_outcome(cli_store: Store) -> None:
     """Eight operators run `review resolve` at once, as processes (2 and 8 operators at once on
     separate connections, every layout, are the test above): each is stored or refused in one

@@ -138,6 +138,7 @@ def test_the_readme_s_side_effects_blocks_run(index: int, monkeypatch: pytest.Mo
     exec(compile(blocks[index], f"README.md block {index}", "exec"), {"__name__": "readme"})
 
 
+@pytest.mark.slow
 def test_the_readme_s_payment_example_prints_what_it_shows() -> None:
     """The tool-run ledger's payment example prints exactly the lines the README shows."""
     section = README.read_text().split("\n### Recording tool runs", 1)[1].split("\n## ")[0]

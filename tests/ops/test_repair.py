@@ -399,6 +399,7 @@ async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(
                            "(by reason: none; by outcome: none)")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["adk_sqlite", "db_sqlite", "postgres", "mariadb"])
 async def test_sessions_deleted_during_a_repair_are_skipped_and_reported(
     kind: str, tmp_path: Path

@@ -166,6 +166,7 @@ async def _skewed_run(kind: str, offset: float, tmp_path: Path) -> tuple[dict[st
     return json.loads(reader_out.decode().strip().splitlines()[-1]), session.id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("offset", [300.0, -300.0], ids=["reader+5min", "reader-5min"])
 @pytest.mark.parametrize("kind", ["direct", "append"])
 async def test_a_reader_five_minutes_off_never_heals_a_running_tool(

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from google.adk.sessions import DatabaseSessionService
 from paths import CHILDREN
 from service_histories import store_crashed, synthetic
@@ -50,6 +51,7 @@ async def test_crash_leaves_an_unanswered_call(tmp_path: Path) -> None:
     assert finding.name == "get_weather" and finding.status is CallStatus.IN_FLIGHT
 
 
+@pytest.mark.slow
 async def test_fresh_process_resume_heals_and_model_sees_the_failure(tmp_path: Path) -> None:
     """A fresh process heals at the new turn; the model's request holds the synthetic
     response, and the request passes the strict provider check."""
@@ -73,6 +75,7 @@ async def test_fresh_process_resume_heals_and_model_sees_the_failure(tmp_path: P
     assert sum(e["synthetic"] for e in again["events"]) == 1
 
 
+@pytest.mark.slow
 async def test_without_healing_adk_drops_the_call_and_storage_stays_broken(
     tmp_path: Path,
 ) -> None:
@@ -89,6 +92,7 @@ async def test_without_healing_adk_drops_the_call_and_storage_stays_broken(
     assert classify(session.events, now=time.time()).needs_healing
 
 
+@pytest.mark.slow
 async def test_processes_racing_on_postgres_write_one_heal(postgres_url: str) -> None:
     """Several processes healing the same session at once on PostgreSQL store one row."""
     inner = DatabaseSessionService(postgres_url)

@@ -258,6 +258,7 @@ async def _race(url: str, tmp_path: Path, *, turns: int = _TURNS) -> int:
     return reads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 async def test_readers_a_runner_and_repairs_never_return_a_healable_dead_call(
     kind: str, tmp_path: Path
@@ -269,6 +270,7 @@ async def test_readers_a_runner_and_repairs_never_return_a_healable_dead_call(
         await _race(url, tmp_path)
 
 
+@pytest.mark.slow
 async def test_readers_a_runner_and_repairs_on_sqlite(tmp_path: Path) -> None:
     """The same race on one SQLite file (its write lock serialises the writers)."""
     await _race(f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}", tmp_path)

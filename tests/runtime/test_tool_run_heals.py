@@ -60,6 +60,7 @@ def _heals(events: list[Event]) -> list[Event]:
     return [e for e in events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", ["before_start", "during_tool", "after_finish",
                                      "after_response"])
 async def test_each_kill_point_is_healed_with_what_the_ledger_knows(
@@ -113,6 +114,7 @@ async def test_each_kill_point_is_healed_with_what_the_ledger_knows(
     assert seen == [EXPECTED[kill_at]]
 
 
+@pytest.mark.slow
 async def test_repair_leaves_a_live_lease_alone_and_heals_an_expired_one(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, tmp_path: Path) -> None:
     """repair reads the store's tool-run ledger: a call superseded by a later turn keeps its

@@ -205,6 +205,7 @@ async def test_without_the_table_the_tool_does_not_run(adk_store: Store) -> None
     assert responses == [{"error": NOT_RECORDED_ERROR}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", ["before_start", "during_tool", "after_finish"])
 async def test_a_killed_runner_leaves_a_record_that_tells_what_happened(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, kill_at: str, tmp_path: Path) -> None:
@@ -300,6 +301,7 @@ async def test_the_heartbeat_stops_when_the_tool_s_task_ends_without_a_callback(
     assert runs["orphaned-start"].lease_until < ended_at + 0.3 + 0.1
 
 
+@pytest.mark.slow
 async def test_a_plain_def_tool_holds_its_lease_until_its_process_is_killed(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, tmp_path: Path) -> None:
     """A plain `def` tool blocking the runner's event loop for 3 leases is never healed by
@@ -316,6 +318,7 @@ OTHER_KINDS = [("db_sqlite", at) for at in TOOL_KINDS if at != "during_sync_tool
 """Every other kind of tool on SQLite; ADK's thread pool and an async tool on PostgreSQL too."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("adk_store", "at"), OTHER_KINDS, indirect=["adk_store"])
 async def test_every_kind_of_tool_holds_its_lease_until_its_process_is_killed(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger, at: str, tmp_path: Path) -> None:

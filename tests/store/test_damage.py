@@ -270,6 +270,7 @@ async def test_unknown_part_kinds_and_a_huge_row_are_read(tmp_path: Path) -> Non
         assert [c.session_id for c in report.dead_calls] == ["huge"]
 
 
+@pytest.mark.slow
 async def test_one_damaged_row_among_100k_events(tmp_path: Path) -> None:
     """In 100,000 events, the one damaged row costs only its session: every other dead call
     is healed, and the damaged one is listed."""

@@ -287,6 +287,7 @@ async def test_incremental_repair_heals_then_reads_little(kind: str, tmp_path: P
         assert dry.scan.sessions_scanned == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @settings(max_examples=int(os.environ.get("INCREMENTAL_EXAMPLES", "3")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])

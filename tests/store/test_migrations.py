@@ -48,6 +48,7 @@ async def _host_alembic_version(store: Store, value: str | None = None) -> str:
         await engine.dispose()
 
 
+@pytest.mark.slow
 async def test_upgrade_downgrade_upgrade(adk_store: Store) -> None:
     """The ledger migrates up, down to base (table gone) and up again; the host's table stays."""
     await fill(adk_store, {"ok": crashed_histories()["ok"]})
@@ -507,6 +508,7 @@ def real_use(store: Store, *, app: str = "app") -> None:
     assert resolved.exit_code == 0, resolved.output
 
 
+@pytest.mark.slow
 async def test_downgrade_to_base_and_back_up_after_real_use(adk_store: Store) -> None:
     """After repair, undo, repair, incremental runs and a resolution, db downgrade goes to 0003
     (a heal recorded by two runs keeps its newest row: 0003 holds one per heal) and to base,
@@ -606,6 +608,7 @@ async def assert_told_truly(store: Store, *, finish: bool) -> None:
     assert found == OUR_TABLES[revision]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
 async def test_a_migration_killed_at_any_write_is_told_truly_and_a_rerun_finishes(
         kind: str, tmp_path: Path) -> None:

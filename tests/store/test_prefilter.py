@@ -170,6 +170,7 @@ async def _same_reports(store: Store) -> dict[str, Any]:
     return pre
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 async def test_spoiled_rows_found_alike(kind: str, tmp_path: Path) -> None:
     """Every spoiled row, on the call's or the response's row, gives the full scan's report."""

@@ -308,6 +308,7 @@ async def test_a_session_that_moved_since_the_plan_is_skipped(
     assert [r.session_id for r in records] == ["parallel"]
 
 
+@pytest.mark.slow
 async def test_eight_processes_reading_a_crashed_session_store_one_heal(
     services: ServiceMaker, prefix: str
 ) -> None:
@@ -339,6 +340,7 @@ async def test_eight_processes_reading_a_crashed_session_store_one_heal(
     assert [e.id for e in events] == ["e-0001", "e-0002", "e-0002-heal", "e-0003"]
 
 
+@pytest.mark.slow
 async def test_a_kill_inside_the_transaction_leaves_neither_heal_nor_record(
     services: ServiceMaker, prefix: str, raw: Any
 ) -> None:
@@ -450,6 +452,7 @@ async def test_cli_repair_takes_back_a_heal_a_late_result_superseded(
     assert again["taken_back"] == 0 and await raw.get(session_key(prefix, "late")) == value
 
 
+@pytest.mark.slow
 async def test_sessions_deleted_during_a_repair_are_skipped_and_reported(
     services: ServiceMaker, prefix: str, raw: Any, tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
     assert after.heals == []
 
 
+@pytest.mark.slow
 async def test_a_plain_def_tool_holds_its_redis_lease_until_its_process_is_killed(
         prefix: str, ledger: RedisToolRunLedger, tmp_path: Path) -> None:
     """A plain `def` tool blocking the runner's loop for 3 leases on ADK's Redis sessions is

@@ -207,6 +207,7 @@ async def _heal_and_ledger_rows(store: Store) -> tuple[int, int]:
         await engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["wrapper", "repair"])
 async def test_a_kill_between_heal_and_ledger_rows_leaves_both_or_neither(
     adk_store: Store, path: str

@@ -123,6 +123,7 @@ async def test_adk_session_services_redis_is_healed_through_its_own_api(
     assert stored.events[-2].get_function_calls()[0].id == heal.get_function_responses()[0].id
 
 
+@pytest.mark.slow
 async def test_adk_session_services_redis_with_four_racing_processes(
     store: RedisSessionService, prefix: str, tmp_path: Path
 ) -> None:

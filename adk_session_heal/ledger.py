@@ -1,9 +1,8 @@
 """The ledgers: the heal ledger (every heal, whichever path wrote it) and the tool-run ledger.
 
-See :mod:`adk_session_heal.store.ledger`, :mod:`adk_session_heal.store.tool_runs`
-and :mod:`adk_session_heal.store.redis_tool_runs` (ADK's Redis sessions) for how
-they are stored; this module is their public name. The tool-run ledger
-is written by :class:`~adk_session_heal.tool_run_plugin.ToolRunLedgerPlugin`.
+They are stored by the private ``store.ledger`` layer (SQL tables in the session database,
+or hashes beside ADK's Redis sessions); this module is their public name. The tool-run
+ledger is written by :class:`~adk_session_heal.plugins.ToolRunLedgerPlugin`.
 
 Example::
 
@@ -14,8 +13,15 @@ Example::
 
 from __future__ import annotations
 
-from .store.ledger import SqlHealLedger, missing_ledger_message
-from .store.redis_tool_runs import RedisToolRunLedger
-from .store.tool_runs import SqlToolRunLedger
+from .store.layouts.redis_sessions import RedisHealLedger
+from .store.ledger.heal_ledger import SqlHealLedger, missing_ledger_message
+from .store.ledger.tool_run_redis import RedisToolRunLedger
+from .store.ledger.tool_run_sql import SqlToolRunLedger
 
-__all__ = ["RedisToolRunLedger", "SqlHealLedger", "SqlToolRunLedger", "missing_ledger_message"]
+__all__ = [
+    "RedisHealLedger",
+    "RedisToolRunLedger",
+    "SqlHealLedger",
+    "SqlToolRunLedger",
+    "missing_ledger_message",
+]

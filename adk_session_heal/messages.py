@@ -4,7 +4,7 @@ For pipelines that hold OpenAI Chat Completions messages (LiteLLM users,
 summarising filters) or Anthropic Messages API messages rather than ADK
 contents. Every function is pure: it returns a new list and never modifies the
 input or its dicts. Calls and results are attributed with
-:func:`~adk_session_heal.pairing.pair`, by id, not by adjacency.
+:func:`~adk_session_heal.core.pairing.pair`, by id, not by adjacency.
 
 OpenAI Chat Completions:
 
@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .pairing import Step, pair
+from .core.pairing import Step, pair
 from .policy import HealPolicy
-from .provider_rules import anthropic_turns, openai_chat_steps
-from .request_repair import REPAIR_REASON, repair_anthropic, repair_openai_chat
+from .providers.provider_rules import anthropic_turns, openai_chat_steps
+from .providers.request_repair import REPAIR_REASON, repair_anthropic, repair_openai_chat
 
 __all__ = [
     "REPAIR_REASON",
@@ -170,7 +170,7 @@ def repair(messages: Sequence[Message], policy: HealPolicy | None = None) -> lis
     interrupted."}``), placed at the end of that run. ``tool`` messages that
     answer no call of the assistant message before their run, or answer one
     twice, are dropped. The request-side repairer
-    (:func:`~adk_session_heal.request_repair.repair_openai_chat`) does the work.
+    (:func:`~adk_session_heal.providers.request_repair.repair_openai_chat`) does the work.
 
     Args:
         messages: The messages, oldest first (not modified).
@@ -226,7 +226,7 @@ def anthropic_repair(messages: Sequence[Message],
     message when the next turn is not the user's. Results that answer no
     ``tool_use`` of the turn before, or answer one twice, are dropped; a message
     left without content is dropped. The request-side repairer
-    (:func:`~adk_session_heal.request_repair.repair_anthropic`) does the work.
+    (:func:`~adk_session_heal.providers.request_repair.repair_anthropic`) does the work.
 
     Args:
         messages: The messages, oldest first (not modified).

@@ -1,37 +1,12 @@
-"""Running this package's Alembic migrations (the heal ledger's tables).
+"""Running this package's Alembic migrations (the ledger's tables), from code.
 
-See :mod:`adk_session_heal.store.migrations`; this module is its public name.
-
-Example::
-
-    await upgrade("postgresql+asyncpg://app@db/sessions")   # adk-session-heal db upgrade URL
-    await current("postgresql+asyncpg://app@db/sessions")   # -> "0001"
+The same as ``adk-session-heal db upgrade|downgrade|current URL``: configured in
+code (no ``alembic.ini``), revisions kept in ``adk_session_heal_alembic_version``.
+For example ``await upgrade(url)`` brings a session database to the newest
+revision, and ``await current(url)`` tells where it stands (``None``: no ledger).
 """
 
 from __future__ import annotations
 
-from .store.migrations import (
-    Revision,
-    alembic_config,
-    current,
-    downgrade,
-    head_revision,
-    migrations_dir,
-    resolve_revision,
-    revisions,
-    sql_script,
-    upgrade,
-)
-
-__all__ = [
-    "Revision",
-    "alembic_config",
-    "current",
-    "downgrade",
-    "head_revision",
-    "migrations_dir",
-    "resolve_revision",
-    "revisions",
-    "sql_script",
-    "upgrade",
-]
+from .store.ledger.migrations import *  # noqa: F403 (the names below)
+from .store.ledger.migrations import __all__ as __all__

@@ -22,7 +22,7 @@ nothing. One report is:
     call: ``healed``, ``recovered`` (its real result, from the tool-run
     ledger), ``superseded`` (its real response arrived after the heal, which
     was taken back out: :func:`report_removal`), ``re-run`` (run again by
-    :class:`~adk_session_heal.rerun_plugin.RerunSafeCallsPlugin`:
+    :class:`~adk_session_heal.runtime.rerun_plugin.RerunSafeCallsPlugin`:
     :func:`report_rerun`); the value set is open);
   - span ``adk_session_heal.heal`` (child of the current span, e.g. the
     ``invoke_workflow`` span of the ADK run storing its first event),
@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .heal_record import HealRecord
+from .core.heal_record import HealRecord
 
 if TYPE_CHECKING:  # OpenTelemetry is imported by the first heal reported, not by a scan
     from opentelemetry import metrics, trace

@@ -35,7 +35,7 @@ __all__ = [
 class ToolEffect(str, enum.Enum):
     """What running a tool does to the world, as far as a retry is concerned.
 
-    MCP tool annotations map onto it (:func:`~adk_session_heal.tool_effects.tool_effects_from`):
+    MCP tool annotations map onto it (:func:`~adk_session_heal.tool_effects_from`):
     ``readOnlyHint`` true is ``READ_ONLY``; otherwise ``idempotentHint`` true is
     ``IDEMPOTENT``; otherwise ``SIDE_EFFECT``.
     """
@@ -58,10 +58,10 @@ class ToolEffect(str, enum.Enum):
 class CallOutcome(str, enum.Enum):
     """What is known of a dead call's run.
 
-    Without the tool-run ledger (:mod:`adk_session_heal.tool_runs`) nothing
+    Without the tool-run ledger (:mod:`adk_session_heal.core.tool_runs`) nothing
     records whether a tool started or finished before its process died, so
     every dead call is ``UNKNOWN``; with it,
-    :func:`~adk_session_heal.tool_runs.run_outcome` tells the other three apart.
+    :func:`~adk_session_heal.core.tool_runs.run_outcome` tells the other three apart.
     """
 
     UNKNOWN = "unknown"
@@ -126,7 +126,7 @@ def effect_payload(
     Args:
         effect: What the tool does (``UNKNOWN`` is worded as ``SIDE_EFFECT``).
         outcome: What is known of the run (``UNKNOWN`` without the tool-run
-            ledger; see :func:`~adk_session_heal.tool_runs.run_outcome`).
+            ledger; see :func:`~adk_session_heal.core.tool_runs.run_outcome`).
 
     Returns:
         A new dict.
@@ -165,7 +165,7 @@ class DeadCall:
         reason: ``"superseded"`` or ``"stale"``.
         effect: What the tool does, as the policy declares it: filled in by
             :meth:`HealPolicy.payload_for` before a payload function sees the
-            call (``UNKNOWN`` in a :class:`~adk_session_heal.heal_plan.HealPlan`,
+            call (``UNKNOWN`` in a :class:`~adk_session_heal.core.heal_plan.HealPlan`,
             which knows no policy).
         outcome: What the tool-run ledger says of the run (``UNKNOWN``
             without it).
@@ -217,7 +217,7 @@ class HealPolicy:
             calls: ``{"get_weather": ToolEffect.READ_ONLY, "charge_card":
             ToolEffect.SIDE_EFFECT}`` (values may be the enum's strings).
             Tools not listed are ``UNKNOWN``, treated as ``SIDE_EFFECT``.
-            :func:`~adk_session_heal.tool_effects.tool_effects_from` reads
+            :func:`~adk_session_heal.core.tool_effects.tool_effects_from` reads
             them from MCP tool annotations.
         heal_on_get: Heal in ``get_session`` (default ``True``).
         heal_on_append: Heal when the first event of a new invocation is
@@ -244,7 +244,7 @@ class HealPolicy:
         rerun_safe_calls: Leave a dead call of a ``read_only`` or
             ``idempotent`` tool in the session's newest invocation unhealed on
             ``get_session``, so that
-            :class:`~adk_session_heal.rerun_plugin.RerunSafeCallsPlugin` runs
+            :class:`~adk_session_heal.runtime.rerun_plugin.RerunSafeCallsPlugin` runs
             it again on the next user message and stores its real result; if
             that does not happen, the call is healed as usual when the message
             is stored. Off by default. ``side_effect`` and unknown tools are

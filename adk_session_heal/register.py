@@ -1,7 +1,8 @@
 """Importing this module switches healing on for ``adk web`` / ``adk api_server``.
 
-It registers the ``heal+…`` session URI schemes (see
-:mod:`adk_session_heal.adk_services`) with the default :class:`HealPolicy`.
+It registers the ``heal+…`` session URI schemes with the default :class:`HealPolicy`.
+:func:`healing_session_service_from_uri` is the factory for ADK's ``services.yaml``
+(docs/adk_web.md); ``HEALABLE_SCHEMES`` are the schemes registered by default.
 Put the import in the ``services.py`` of the folder you pass to ``adk``::
 
     # services.py
@@ -12,9 +13,13 @@ Put the import in the ``services.py`` of the folder you pass to ``adk``::
 
 from __future__ import annotations
 
-from .adk_services import register_healing_session_services
+from .runtime.adk_services import (
+    HEALABLE_SCHEMES,
+    healing_session_service_from_uri,
+    register_healing_session_services,
+)
 
-__all__ = ["REGISTERED_SCHEMES"]
+__all__ = ["HEALABLE_SCHEMES", "REGISTERED_SCHEMES", "healing_session_service_from_uri"]
 
 REGISTERED_SCHEMES: tuple[str, ...] = register_healing_session_services()
 """The healing schemes this import registered."""

@@ -15,22 +15,57 @@ equal across runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from google.adk.agents import LlmAgent
 from google.adk.auth.auth_tool import AuthConfig
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from pydantic import Field, PrivateAttr
 
-from .provider_rules import contents_verdict
+from .providers.provider_rules import contents_verdict
+from .runtime.service import HealingSessionService
 
-__all__ = ["History", "ProviderRejected", "ScriptedModel", "outline", "unpaired_tool_calls"]
+__all__ = [
+    "APP_NAME",
+    "CRASH_ENV",
+    "CRASH_EXIT_CODE",
+    "DemoResult",
+    "History",
+    "ProviderRejected",
+    "ScriptedModel",
+    "USER_ID",
+    "build_runner",
+    "crash_turn",
+    "describe_event",
+    "get_weather",
+    "offline_weather_model",
+    "outline",
+    "resume_turn",
+    "spawn_crash",
+    "temporary_sqlite_database",
+    "temporary_sqlite_url",
+    "unpaired_tool_calls",
+    "weather_agent",
+    "weather_reply",
+]
 
 
 class History:
@@ -240,7 +275,7 @@ class ProviderRejected(ValueError):
 def unpaired_tool_calls(contents: Sequence[types.Content]) -> list[str]:
     """Returns why a strict provider would reject these request contents.
 
-    The rule for ADK contents in :mod:`adk_session_heal.provider_rules`, which
+    The rule for ADK contents in :mod:`adk_session_heal.providers.provider_rules`, which
     every provider accepts: each function call is answered exactly once, in the
     very next content; every response answers a call of the content right
     before it; and a content with calls comes right after a user or
@@ -353,3 +388,173 @@ class ScriptedModel(BaseLlm):
             # WARNING per model call ("Skipping missing token usage metadata").
             response = response.model_copy(update={"usage_metadata": _NO_TOKENS})
         yield response
+
+
+# The weather agent: an offline model, a tool that can crash its process, and the
+# harness that crashes a real run mid-tool (the demo and the examples are built on it).
+
+APP_NAME = "weather_app"
+USER_ID = "demo-user"
+CRASH_ENV = "ADK_SESSION_HEAL_DEMO_CRASH"
+CRASH_EXIT_CODE = 17
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    """Returns the weather for a city (the demo's tool; it can crash its process).
+
+    Args:
+        city: The city.
+
+    Returns:
+        The forecast.
+    """
+    if os.environ.get(CRASH_ENV) == "1":
+        os._exit(CRASH_EXIT_CODE)  # the process dies mid-call: no response is stored
+    return {"city": city, "forecast": "sunny", "celsius": 21}
+
+
+def _after_tool_reply(request: LlmRequest) -> LlmResponse:
+    """The model's reply once it sees the tool's outcome."""
+    for content in reversed(request.contents):
+        for part in content.parts or ():
+            if part.function_response is not None:
+                response = part.function_response.response or {}
+                if "error" in response and response.get("safe_to_retry") is True:
+                    return ScriptedModel.say(
+                        "Sorry, fetching the weather was interrupted; asking again is safe. "
+                        "Shall I?"
+                    )
+                if "error" in response:
+                    return ScriptedModel.say(
+                        "Sorry, fetching the weather failed. Shall I try again?"
+                    )
+                return ScriptedModel.say(f"It is {response.get('forecast')} there.")
+    return ScriptedModel.say("Hello again!")
+
+
+def weather_reply(request: LlmRequest) -> LlmResponse:
+    """The weather agent's offline reply to any request, for multi-turn use.
+
+    A user message mentioning the weather gets a ``get_weather`` call; anything
+    else gets the tool's latest outcome (or a greeting) in words.
+    """
+    last = request.contents[-1] if request.contents else None
+    if last is not None and last.role == "user":
+        text = " ".join(part.text or "" for part in last.parts or ())
+        if "weather" in text.lower():
+            return ScriptedModel.call("get_weather", {"city": "Paris"})
+    return _after_tool_reply(request)
+
+
+def offline_weather_model(turns: int = 10_000) -> ScriptedModel:
+    """Returns a scripted model answering up to ``turns`` requests with :func:`weather_reply`."""
+    return ScriptedModel(script=[weather_reply] * turns)
+
+
+def weather_agent(model: ScriptedModel, name: str = "weather_agent") -> LlmAgent:
+    """Returns the demo's weather agent (its ``get_weather`` tool can crash its process)."""
+    return LlmAgent(
+        name=name,
+        model=model,
+        instruction="Answer weather questions with the get_weather tool.",
+        tools=[get_weather],
+    )
+
+
+def build_runner(service: BaseSessionService, model: ScriptedModel) -> Runner:
+    """Returns a runner for the demo's weather agent."""
+    return Runner(app_name=APP_NAME, agent=weather_agent(model), session_service=service)
+
+
+async def _run_turn(runner: Runner, session_id: str, text: str) -> None:
+    message = types.Content(role="user", parts=[types.Part(text=text)])
+    async for _ in runner.run_async(user_id=USER_ID, session_id=session_id, new_message=message):
+        pass
+
+
+async def crash_turn(db_url: str, session_id: str) -> None:
+    """Runs the turn whose tool crashes (call it in a child process with CRASH_ENV=1)."""
+    service = DatabaseSessionService(db_url)
+    model = ScriptedModel(script=[ScriptedModel.call("get_weather", {"city": "Paris"})])
+    await _run_turn(build_runner(service, model), session_id, "What's the weather in Paris?")
+
+
+def temporary_sqlite_url() -> str:
+    """Returns the URL of a new SQLite file in a fresh temporary directory."""
+    directory = Path(tempfile.mkdtemp(prefix="adk-session-heal-"))
+    return f"sqlite+aiosqlite:///{directory / 'sessions.db'}"
+
+
+@contextmanager
+def temporary_sqlite_database() -> Iterator[str]:
+    """Yields the URL of a new SQLite file in a temporary directory, deleted afterwards."""
+    with tempfile.TemporaryDirectory(prefix="adk-session-heal-") as directory:
+        yield f"sqlite+aiosqlite:///{Path(directory) / 'sessions.db'}"
+
+
+def spawn_crash(db_url: str, session_id: str) -> int:
+    """Runs :func:`crash_turn` in a child process that dies mid-tool.
+
+    Returns:
+        The child's exit code (``17`` when the tool crashed it, as intended).
+    """
+    env = {**os.environ, CRASH_ENV: "1"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "adk_session_heal.testing", "crash", db_url, session_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return completed.returncode
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the resumed turn produced.
+
+    Attributes:
+        session: The session as stored after the turn.
+        first_request: The model's first request of the resumed turn.
+        heals: The heal records written.
+    """
+
+    session: Session
+    first_request: LlmRequest
+    heals: tuple[Any, ...]
+
+
+async def resume_turn(service: BaseSessionService, session_id: str, text: str) -> DemoResult:
+    """Runs the user's next turn over ``service`` (normally a HealingSessionService)."""
+    heals: list[Any] = []
+    if isinstance(service, HealingSessionService):
+        service = HealingSessionService(
+            service.inner, service.policy, on_heal=heals.append
+        )
+    model = ScriptedModel(script=[_after_tool_reply])
+    await _run_turn(build_runner(service, model), session_id, text)
+    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=session_id)
+    assert session is not None
+    return DemoResult(session=session, first_request=model.requests[0], heals=tuple(heals))
+
+
+def describe_event(event: Any) -> str:
+    """Returns one line showing an event's texts, calls and responses."""
+    parts = event.content.parts if event.content else []
+    shown = []
+    for part in parts or ():
+        if part.text:
+            shown.append(repr(part.text))
+        elif part.function_call is not None:
+            shown.append(f"function_call {part.function_call.name}({part.function_call.id})")
+        elif part.function_response is not None:
+            response = json.dumps(part.function_response.response)
+            shown.append(f"function_response {part.function_response.name} {response}")
+    return "; ".join(shown) or "(no content)"
+
+
+if __name__ == "__main__":  # the child process of spawn_crash
+    if len(sys.argv) != 4 or sys.argv[1] != "crash":
+        raise SystemExit("usage: python -m adk_session_heal.testing crash DB_URL SESSION_ID")
+    asyncio.run(crash_turn(sys.argv[2], sys.argv[3]))

@@ -50,14 +50,14 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
-from adk_session_heal.bulk import scan  # noqa: E402
+from adk_session_heal.ops.bulk import scan  # noqa: E402
 
 NOW = 1_800_000_000.0
 CLI = [sys.executable, "-m", "adk_session_heal"]
 NAIVE = """
 import asyncio, sys
 from google.adk.sessions import DatabaseSessionService
-from adk_session_heal.findings import classify
+from adk_session_heal.core.findings import classify
 async def main():
     service = DatabaseSessionService(sys.argv[1])
     listed = await service.list_sessions(app_name=sys.argv[2], user_id=sys.argv[3])

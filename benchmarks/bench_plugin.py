@@ -23,14 +23,14 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
 from google.genai import types
 
-from adk_session_heal.formats import to_anthropic, to_openai_chat, to_openai_responses
-from adk_session_heal.plugin import ToolAwareContextFilterPlugin
-from adk_session_heal.validators import (
+from adk_session_heal.providers.formats import to_anthropic, to_openai_chat, to_openai_responses
+from adk_session_heal.providers.validators import (
     validate_anthropic,
     validate_gemini,
     validate_openai_chat,
     validate_openai_responses,
 )
+from adk_session_heal.runtime.context_filter import ToolAwareContextFilterPlugin
 
 
 def history(size: int) -> list[types.Content]:

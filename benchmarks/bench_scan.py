@@ -23,7 +23,7 @@ Usage::
         --rss-sizes 100000,1000000 --repair-sessions 10000
 
 The databases are written with exactly the rows ADK writes (see
-``tests/stores.py``), 5 % of sessions holding a superseded call.
+``tests/support/stores.py``), 5 % of sessions holding a superseded call.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from servers import temporary_database  # noqa: E402
 from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
-from adk_session_heal.bulk import repair, scan  # noqa: E402
-from adk_session_heal.event_access import ADK_EVENTS, STORED_JSON  # noqa: E402
-from adk_session_heal.findings import classify  # noqa: E402
+from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON  # noqa: E402
+from adk_session_heal.core.findings import classify  # noqa: E402
+from adk_session_heal.ops.bulk import repair, scan  # noqa: E402
 
 NOW = 1_700_100_000.0
 ORDER = "ORDER BY app_name, user_id, session_id, timestamp, id"
@@ -147,7 +147,7 @@ def scan_rss(url: str) -> tuple[float, int]:
     """
     code = (
         "import asyncio, json, re, sys;"
-        "from adk_session_heal.bulk import scan;"
+        "from adk_session_heal.ops.bulk import scan;"
         "r = asyncio.run(scan(sys.argv[1]));"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
         "print(json.dumps([int(hwm), r.events_scanned]))"

@@ -41,7 +41,7 @@ from google.adk.sessions import (
 from google.genai import types
 
 from adk_session_heal import HealingSessionService, classify
-from adk_session_heal.heal_record import HealTrigger
+from adk_session_heal.core.heal_record import HealTrigger
 from adk_session_heal.testing import History, ScriptedModel
 
 APP, USER = "bench", "user"

@@ -12,7 +12,7 @@ plugin. Reported: median and p99 of the added time per call, on SQLite
 server). Goal (issue 15): at most 2 ms median on PostgreSQL here.
 
 Run: ``python benchmarks/bench_tool_runs.py`` (``--calls N``; the PostgreSQL
-row needs the server of ``tests/servers.py``).
+row needs the server of ``tests/support/servers.py``).
 """
 
 from __future__ import annotations

@@ -30,9 +30,8 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
-from adk_session_heal.demo import offline_weather_model, weather_agent
-from adk_session_heal.plugin import ToolAwareContextFilterPlugin
-from adk_session_heal.testing import ProviderRejected
+from adk_session_heal.plugins import ToolAwareContextFilterPlugin
+from adk_session_heal.testing import ProviderRejected, offline_weather_model, weather_agent
 
 TURNS = ["What's the weather in Paris?", "And the weather tomorrow?", "Weather next week?"]
 

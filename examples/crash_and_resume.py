@@ -25,7 +25,9 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 
-from adk_session_heal.demo import (
+from adk_session_heal import HealingSessionService, HealRecord
+from adk_session_heal.policy import DEFAULT_PAYLOAD
+from adk_session_heal.testing import (
     APP_NAME,
     CRASH_EXIT_CODE,
     USER_ID,
@@ -35,9 +37,6 @@ from adk_session_heal.demo import (
     temporary_sqlite_database,
     weather_agent,
 )
-from adk_session_heal.heal_record import HealRecord
-from adk_session_heal.policy import DEFAULT_PAYLOAD
-from adk_session_heal.service import HealingSessionService
 
 
 def print_heal(record: HealRecord) -> None:

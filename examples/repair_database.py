@@ -29,8 +29,9 @@ import sys
 
 from google.adk.sessions import DatabaseSessionService
 
-from adk_session_heal.bulk import repair, scan
-from adk_session_heal.demo import (
+from adk_session_heal import repair, scan
+from adk_session_heal.migrate import upgrade
+from adk_session_heal.testing import (
     APP_NAME,
     USER_ID,
     describe_event,
@@ -38,7 +39,6 @@ from adk_session_heal.demo import (
     spawn_crash,
     temporary_sqlite_database,
 )
-from adk_session_heal.migrate import upgrade
 
 
 async def broken_database(db_url: str) -> str:

@@ -2,7 +2,7 @@
 
 Usage: ``python scripts/regen_transcripts.py`` from the repository root, with the
 database servers up. Each transcript block runs as ``tests/test_docs.py`` runs it
-(``tests/doc_blocks.py``, the same code); a command's shown output is replaced
+(``tests/support/doc_blocks.py``, the same code); a command's shown output is replaced
 by the real one unless it already matches (so elisions and the shown ages stay).
 """
 

@@ -18,7 +18,12 @@ from google.adk.sessions import (
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from hypothesis import settings
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Helper modules live in tests/support/; child scripts (tests/children/) find them through
+# the PYTHONPATH they inherit.
+_SUPPORT = str(Path(__file__).resolve().parent / "support")
+sys.path.insert(0, _SUPPORT)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_SUPPORT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 from servers import (  # noqa: E402
     REDIS_URL,
@@ -49,12 +54,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     test is marked when its id (module, name, parameters) or a fixture it uses
     names the server; :func:`_servers_match_markers` fails a test that used a
     server its markers do not name, so the rule cannot silently fall behind.
+
+    Also marks ``slow`` each variant of a test on ADK's own ``SqliteSessionService`` file
+    (``adk_sqlite`` in its id), the slowest layout to write through by far: its 135 variants
+    took 621 s of a 2,730 s full run. The default run covers the same code on the other
+    layouts; ``pytest -m slow`` (and CI) runs them.
     """
     for item in items:
         text = " ".join([item.nodeid.lower(), *getattr(item, "fixturenames", ())])
         for marker, words in _SERVER_WORDS.items():
             if any(word in text for word in words):
                 item.add_marker(marker)
+        if "adk_sqlite" in item.nodeid:
+            item.add_marker("slow")
 
 
 @pytest.fixture(autouse=True)

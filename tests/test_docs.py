@@ -1,7 +1,7 @@
 """The docs are tested claims: every command and Python block of README.md and docs/ runs.
 
 How a block is run, its directives and the transcript normaliser are described
-in ``tests/doc_blocks.py``; ``scripts/regen_transcripts.py`` rewrites the
+in ``tests/support/doc_blocks.py``; ``scripts/regen_transcripts.py`` rewrites the
 transcripts from real runs with the same code.
 """
 
@@ -103,7 +103,7 @@ def test_named_extras_exist() -> None:
 
 SCHEMES = sorted(set(re.findall(r"\b([a-z][a-z0-9+]*)://", DOCS_TEXT)))
 TESTED_ELSEWHERE = {
-    "rediss": "tests/test_redis_store.py::test_redis_urls_parse_and_hide_their_password "
+    "rediss": "tests/store/test_redis_store.py::test_redis_urls_parse_and_hide_their_password "
               "(parsed only: no TLS Redis server here)",
 }
 """URL schemes the docs name that this file does not run, and what covers them."""
@@ -159,7 +159,7 @@ HEAL_URIS_CHILD = """
 import asyncio, sys
 from google.adk.cli.utils.service_factory import create_session_service_from_options
 from adk_session_heal import HealingSessionService
-from adk_session_heal.adk_services import register_healing_session_services
+from adk_session_heal.runtime.adk_services import register_healing_session_services
 
 async def main() -> None:
     register_healing_session_services()
@@ -225,6 +225,11 @@ def readme_contents(text: str) -> str:
     """The README's table of contents as it must read: every section, in order, linked."""
     return "".join(f"{'  ' * (level - 2)}- [{title}](#{_anchor(title)})\n"
                    for level, title in _headings(text))
+
+
+def test_no_placeholder_is_left_in_the_docs() -> None:
+    """Every figure the docs state is filled in (a ``@@NAME@@`` placeholder is not)."""
+    assert re.findall(r"@@\w+@@", DOCS_TEXT) == []
 
 
 def test_readme_contents_list_every_section() -> None:

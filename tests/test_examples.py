@@ -3,7 +3,7 @@
 Each example is run as a user would run it: ``python examples/<name>.py`` in a
 child process, and checked by its exit code (each example verifies its own
 outcome) and the lines it prints. The ``adk web`` agent folder
-(``examples/adk_web_agent``) is exercised by ``tests/test_api_server.py``.
+(``examples/adk_web_agent``) is exercised by ``tests/runtime/test_api_server.py``.
 """
 
 from __future__ import annotations

@@ -1,46 +1,31 @@
-"""Tests for the public API of adk_session_heal."""
+"""Tests for the public face of adk_session_heal: the root's names and the public modules."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
+import re
+from pathlib import Path
 
 import pytest
 
 import adk_session_heal
 
-
-def test_all_is_sorted_and_every_name_exists() -> None:
-    """__all__ is a sorted literal, and each name it lists is importable."""
-    assert adk_session_heal.__all__ == sorted(adk_session_heal.__all__)
-    missing = [n for n in adk_session_heal.__all__ if not hasattr(adk_session_heal, n)]
-    assert missing == []
-
-
-def test_core_entry_points_are_exported() -> None:
-    """The wrapper, its policy, repair and the classifier are reachable from the package root."""
-    for name in ("HealingSessionService", "HealPolicy", "classify", "repair", "plan_repair",
-                 "apply_plan", "SessionKey", "HealRecord", "ToolEffect", "tool_effects_from"):
-        assert name in adk_session_heal.__all__
-
+API_DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
 PUBLIC_API = [
     "CallStatus",
-    "ContextWindow",
     "HEAL_METADATA_KEY",
     "HealError",
     "HealPolicy",
     "HealRecord",
     "HealingSessionService",
-    "Problem",
     "RepairPlan",
     "RepairReport",
     "ScanReport",
     "SessionFilter",
     "SessionFindings",
     "SessionKey",
-    "SqlHealLedger",
     "StoreError",
     "ToolAwareContextFilterPlugin",
     "ToolEffect",
@@ -56,44 +41,65 @@ PUBLIC_API = [
     "validate",
 ]
 
+PUBLIC_MODULES = ["errors", "ledger", "messages", "migrate", "observe", "plugins", "policy",
+                  "register", "testing", "validators"]
+"""The only import paths besides the root that users may rely on (docs/api.md)."""
+
+PRIVATE_LAYERS = ["cli", "core", "ops", "providers", "runtime", "store"]
+
+
+def test_all_is_sorted_and_every_name_exists() -> None:
+    """__all__ is a sorted literal, and each name it lists is importable."""
+    assert adk_session_heal.__all__ == sorted(adk_session_heal.__all__)
+    missing = [n for n in adk_session_heal.__all__ if not hasattr(adk_session_heal, n)]
+    assert missing == []
+
 
 def test_public_api_is_pinned() -> None:
-    """The exported names change only on purpose (update this list with the change)."""
+    """The root exports at most 25 names, and they change only on purpose."""
     assert adk_session_heal.__all__ == PUBLIC_API
-    # 25 + ToolEffect, tool_effects_from and ToolRunLedgerPlugin (issue 15); the
-    # plugin's SqlToolRunLedger lives in adk_session_heal.ledger beside SqlHealLedger.
-    assert len(PUBLIC_API) <= 28
+    assert len(PUBLIC_API) <= 25
 
 
-def test_no_exported_name_is_also_a_submodule() -> None:
-    """An import never gets a module where it expected a function, or the reverse."""
-    submodules = {m.name for m in pkgutil.iter_modules(adk_session_heal.__path__)}
-    assert submodules & set(adk_session_heal.__all__) == set()
-    assert "bulk" in submodules and callable(adk_session_heal.repair)
+def test_the_package_holds_public_modules_and_private_layers_only() -> None:
+    """Each module at the root is a documented public one or a private layer, and no
+    exported name is also a module name."""
+    found = {m.name for m in pkgutil.iter_modules(adk_session_heal.__path__)}
+    assert found == {*PUBLIC_MODULES, *PRIVATE_LAYERS, "__main__"}
+    assert found & set(adk_session_heal.__all__) == set()
 
 
-@pytest.mark.parametrize("name", sorted(adk_session_heal._MOVED))
-def test_names_moved_to_submodules_still_import_with_a_warning(name: str) -> None:
-    """Every name the root exported before keeps working for a release, with a warning."""
-    home = importlib.import_module(f"adk_session_heal.{adk_session_heal._MOVED[name]}")
-    with pytest.warns(DeprecationWarning, match=f"adk_session_heal.{name} moved"):
-        value = getattr(adk_session_heal, name)
-    assert value is getattr(home, name)
+@pytest.mark.parametrize("layer", PRIVATE_LAYERS)
+def test_each_layer_says_it_is_private(layer: str) -> None:
+    """A layer's docstring tells a reader its modules may change without notice."""
+    doc = importlib.import_module(f"adk_session_heal.{layer}").__doc__ or ""
+    assert "private" in doc.lower(), doc
 
 
-@pytest.mark.parametrize(("old", "new"), [("records", "heal_record"), ("views", "event_access"),
-                                          ("reports", "scan_report")])
-def test_renamed_modules_still_import_with_a_warning(old: str, new: str) -> None:
-    """Modules renamed after what they hold keep their old name for a release, with a warning."""
-    sys.modules.pop(f"adk_session_heal.{old}", None)
-    with pytest.warns(DeprecationWarning, match=f"adk_session_heal.{old} is deprecated"):
-        module = importlib.import_module(f"adk_session_heal.{old}")
-    current = importlib.import_module(f"adk_session_heal.{new}")
-    assert module.__all__ == current.__all__
-    assert all(getattr(module, n) is getattr(current, n) for n in current.__all__)
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_each_public_module_is_documented_with_every_name(name: str) -> None:
+    """docs/api.md names each public module and every name in its ``__all__``."""
+    module = importlib.import_module(f"adk_session_heal.{name}")
+    text = API_DOC.read_text()
+    section = re.search(rf"^## `adk_session_heal\.{name}`\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert section is not None, f"docs/api.md has no section for adk_session_heal.{name}"
+    names = getattr(module, "__all__", [])
+    assert [n for n in names if not hasattr(module, n)] == []
+    undocumented = [n for n in names if f"`{n}`" not in section.group(1)]
+    assert undocumented == []
 
 
-def test_unknown_names_still_raise_attribute_error() -> None:
-    """The deprecation hook serves only moved names."""
+def test_docs_api_lists_the_root_names() -> None:
+    """docs/api.md lists each root name, and only public modules."""
+    text = API_DOC.read_text()
+    root = re.search(r"^## `adk_session_heal`\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert root is not None
+    assert [n for n in PUBLIC_API if f"`{n}`" not in root.group(1)] == []
+    sections = re.findall(r"^## `adk_session_heal\.(\w+)`", text, re.M)
+    assert sorted(sections) == sorted(PUBLIC_MODULES)
+
+
+def test_unknown_names_raise_attribute_error() -> None:
+    """The lazy loader serves only the public names."""
     with pytest.raises(AttributeError):
         adk_session_heal.no_such_name  # noqa: B018

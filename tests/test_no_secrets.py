@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from adk_session_heal import migrate
-from adk_session_heal.adk_services import healing_session_service_from_uri
-from adk_session_heal.bulk import check_repairable, plan_repair, repair, scan
 from adk_session_heal.cli import main
 from adk_session_heal.errors import HealError, StoreError
 from adk_session_heal.ledger import SqlHealLedger
+from adk_session_heal.ops.bulk import check_repairable, plan_repair, repair, scan
+from adk_session_heal.runtime.adk_services import healing_session_service_from_uri
 
 PW = "Zq9xPw-never-shown"
 """The password every URL here carries."""

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from adk_session_heal.heal_record import HealRecord, HealTrigger
+from adk_session_heal.core.heal_record import HealRecord, HealTrigger
 from adk_session_heal.observe import (
     DEAD_CALL_SPAN,
     DEAD_CALLS_METRIC,
@@ -224,7 +224,7 @@ async def test_a_real_heal_through_the_service_is_counted(telemetry: Telemetry) 
     """HealingSessionService's append-path heal reaches the counter and the span."""
     from google.adk.sessions import InMemorySessionService
 
-    from adk_session_heal.service import HealingSessionService
+    from adk_session_heal.runtime.service import HealingSessionService
     from adk_session_heal.testing import History
 
     inner = InMemorySessionService()
@@ -286,9 +286,9 @@ async def test_two_dead_calls_healed_by_the_wrapper_are_two_spans(telemetry: Tel
     """Through HealingSessionService over ADK's DatabaseSessionService: one span per dead call."""
     from google.adk.sessions import DatabaseSessionService
 
-    from adk_session_heal.demo import temporary_sqlite_url
     from adk_session_heal.policy import HealPolicy, ToolEffect
-    from adk_session_heal.service import HealingSessionService
+    from adk_session_heal.runtime.service import HealingSessionService
+    from adk_session_heal.testing import temporary_sqlite_url
 
     inner = DatabaseSessionService(temporary_sqlite_url())
     try:
@@ -312,9 +312,9 @@ async def test_two_dead_calls_healed_by_repair_are_two_spans(telemetry: Telemetr
     """Through repair() on a SQLite database written by ADK: one span per dead call."""
     from google.adk.sessions import DatabaseSessionService
 
-    from adk_session_heal.bulk import repair
-    from adk_session_heal.demo import temporary_sqlite_url
+    from adk_session_heal.ops.bulk import repair
     from adk_session_heal.policy import HealPolicy, ToolEffect
+    from adk_session_heal.testing import temporary_sqlite_url
 
     url = temporary_sqlite_url()
     inner = DatabaseSessionService(url)
@@ -339,7 +339,7 @@ GLOBAL_SDK_SCRIPT = textwrap.dedent(
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from adk_session_heal.observe import report_heal
-    from adk_session_heal.heal_record import HealRecord, HealTrigger
+    from adk_session_heal.core.heal_record import HealRecord, HealTrigger
 
     record = HealRecord("app", "u", "s", "e", "e-heal", "inv", ("c",), ("tool",),
                         "superseded", HealTrigger.GET_SESSION, time.time())
@@ -373,9 +373,9 @@ ADK_TRACE_SCRIPT = textwrap.dedent(
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from google.adk.sessions import DatabaseSessionService
-    from adk_session_heal.demo import (
+    from adk_session_heal.testing import (
         APP_NAME, USER_ID, resume_turn, spawn_crash, temporary_sqlite_url)
-    from adk_session_heal.service import HealingSessionService
+    from adk_session_heal.runtime.service import HealingSessionService
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -399,6 +399,7 @@ ADK_TRACE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_in_an_adk_run_the_heal_span_nests_in_adk_s_trace() -> None:
     """With a global SDK, the heal span of a resumed run is a child of ADK's run span."""
     completed = subprocess.run(
@@ -424,8 +425,8 @@ def test_a_recovered_result_is_resolution_recovered(telemetry: Telemetry) -> Non
 
 def test_a_heal_taken_back_is_resolution_superseded(telemetry: Telemetry) -> None:
     """report_removal counts each call of the heal taken back, with a dead_call span."""
+    from adk_session_heal.core.session_key import SessionKey
     from adk_session_heal.observe import report_removal
-    from adk_session_heal.session_key import SessionKey
     from adk_session_heal.store.base import Removal, RemovalReason
 
     report_removal(Removal(SessionKey("weather_app", "u", "s"), "e-0002-heal", "e-0002",

@@ -1,14 +1,14 @@
-"""Storage access: the only package that talks SQL, aiosqlite, Redis or ADK storage internals.
+"""Storage access (private): the only layer that talks SQL, aiosqlite, Redis or ADK storage.
 
-One adapter per store layout, each a :class:`SessionStore` (read sessions as
-raw rows, write a plan): :mod:`.sql_tables` (``DatabaseSessionService``),
-:mod:`.adk_sqlite` (ADK's ``SqliteSessionService``), :mod:`.memory`
-(``InMemorySessionService``), :mod:`.redis_sessions` (ADK's
-``RedisSessionService``; ``redis`` is imported only when used) and
-:mod:`.append` (any other service, through ``append_event``).
+One adapter per store layout in ``layouts/``, each a :class:`SessionStore` (read
+sessions as raw rows, write a plan): ``sql_tables`` (``DatabaseSessionService``),
+``adk_sqlite`` (ADK's ``SqliteSessionService``), ``memory``
+(``InMemorySessionService``), ``redis_sessions`` (ADK's ``RedisSessionService``;
+``redis`` is imported only when used) and ``append`` (any other service, through
+``append_event``); every ledger table in ``ledger/``.
 :func:`open_store` picks the adapter for a URL, :func:`store_for_service` the
 one for a session service; the wrapper and repair write through the same
-adapters.
+adapters. ``SessionFilter`` is public at the package root; the rest may change.
 """
 
 from __future__ import annotations

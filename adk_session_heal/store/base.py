@@ -10,7 +10,7 @@ write through the same one:
 * :meth:`SessionStore.stream_sessions` yields each session's stored events as
   plain JSON dicts, oldest first, as that layout's ADK reader orders them;
 * :meth:`SessionStore.write` applies planned heals
-  (:class:`~adk_session_heal.healing.SessionHeals`): in one transaction per
+  (:class:`~adk_session_heal.core.healing.SessionHeals`): in one transaction per
   call where the layout has transactions, with each heal's ledger row in that
   same transaction, re-counting each session's events first and skipping a
   session that moved since it was planned. Inserts keep a row that already
@@ -20,7 +20,7 @@ write through the same one:
   ``repair --undo`` takes back a run), each removal's ledger row in the same
   transaction. Every remover reads the session's events as stored inside
   that transaction and asks the one rule,
-  :func:`~adk_session_heal.removal_rule.removal_problem`, through
+  :func:`~adk_session_heal.core.removal_rule.removal_problem`, through
   :func:`decide_removal`: a row is taken out only while it is still exactly
   what we wrote and the heal of the call event it names; anything else is
   kept;
@@ -36,13 +36,13 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
+from ..core.event_access import EventAccess
+from ..core.healing import Heal, SessionHeals
+from ..core.removal_rule import removal_problem
+from ..core.session_key import SessionKey
+from ..core.shards import Shard
 from ..errors import UnsupportedStoreError
-from ..event_access import EventAccess
-from ..healing import Heal, SessionHeals
-from ..incremental import UNSETTLED_TABLE_NAME, Since, column_text, scope_id
-from ..removal_rule import removal_problem
-from ..session_key import SessionKey
-from ..shards import Shard
+from .incremental import UNSETTLED_TABLE_NAME, Since, column_text, scope_id
 from .urls import StoreUrl
 
 if TYPE_CHECKING:  # annotations only: scanning a store by URL loads no ADK
@@ -143,7 +143,7 @@ class EventsQuery(NamedTuple):
 class SessionFilter:
     """Restricts a scan to one app, user or session, to one shard, or to what changed.
 
-    ``None`` means all; ``since`` (:class:`~adk_session_heal.incremental.Since`)
+    ``None`` means all; ``since`` (:class:`~adk_session_heal.store.incremental.Since`)
     keeps the sessions updated from a point on, and a scope's unsettled ones
     (SQL stores only).
     """
@@ -163,7 +163,7 @@ class SessionFilter:
             session_column: The session id's column: ``"session_id"`` in
                 ``events``, ``"id"`` in ``sessions``.
             dialect: The engine's SQLAlchemy dialect name (needed for a shard,
-                see :meth:`~adk_session_heal.shards.Shard.sql`, and for ``since``).
+                see :meth:`~adk_session_heal.core.shards.Shard.sql`, and for ``since``).
             epoch_times: ``sessions.update_time`` holds POSIX seconds
                 (``SqliteSessionService``), not a ``DATETIME``.
 
@@ -372,11 +372,11 @@ class RemovalReason(str, enum.Enum):
     """Why one of our heals is taken out of storage."""
 
     LATE_RESULT = "late_result"
-    """The call's real response was stored after all (see :mod:`~adk_session_heal.late_results`)."""
+    """The call's real response was stored after all (see ``core/late_results.py``)."""
     RESOLVED = "resolved"
-    """An operator wrote the call's true outcome (see :mod:`~adk_session_heal.review`)."""
+    """An operator wrote the call's true outcome (see :mod:`~adk_session_heal.core.review`)."""
     UNDO = "undo"
-    """``repair --undo`` takes back a whole run (see :mod:`~adk_session_heal.undo`)."""
+    """``repair --undo`` takes back a whole run (see :mod:`~adk_session_heal.ops.undo`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +395,7 @@ class Removal:
         removed_by: Who: ``"wrapper"``, ``"repair"``, or an operator's name.
         detail: What superseded it (for a late result: the real responses'
             event ids; for an undo: the undone run's id).
-        digest: The :func:`~adk_session_heal.healing.event_digest` the row
+        digest: The :func:`~adk_session_heal.core.healing.event_digest` the row
             must still have (an undo's: the digest its run recorded);
             ``None``: the row's own seal alone.
         run_id: The run taking it out (``None``: no ``repair`` run), kept
@@ -462,7 +462,7 @@ def decide_removal(
 ) -> RemovalDecision:
     """Decides one removal from the session's events as stored (read in the write transaction).
 
-    The one rule is :func:`~adk_session_heal.removal_rule.removal_problem`;
+    The one rule is :func:`~adk_session_heal.core.removal_rule.removal_problem`;
     this finds the row and turns the answer into an outcome.
 
     Args:
@@ -628,7 +628,7 @@ class SessionStore:
         """Returns the newest ``update_time`` of the matching sessions, in column seconds.
 
         What an incremental run records as its watermark
-        (:mod:`adk_session_heal.incremental`); ``where.since`` is ignored.
+        (:mod:`adk_session_heal.store.incremental`); ``where.since`` is ignored.
 
         Raises:
             UnsupportedStoreError: The layout keeps no update time a query can
@@ -690,7 +690,7 @@ class SessionStore:
 
         Args:
             resolution: The resolution (from
-                :func:`~adk_session_heal.review.plan_resolution`).
+                :func:`~adk_session_heal.core.review.plan_resolution`).
             removal: The removal of the heal or earlier resolution it supersedes.
             ledger: Record it in the ledger (revision ``0006`` or later).
 

@@ -27,10 +27,10 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from ..core.shards import SQLITE_FUNCTION, bucket
 from ..errors import UnsupportedStoreError
-from ..json_decode import loads as json_loads
-from ..shards import SQLITE_FUNCTION, bucket
 from .driver_errors import import_driver
+from .json_decode import loads as json_loads
 from .urls import StoreUrl
 
 __all__ = [

@@ -30,12 +30,12 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
-from .adk_sqlite import AdkSqliteStore
 from .base import Layout, SessionStore, stores_as_adk_does
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
-from .redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
-from .sql_tables import SqlTablesStore
+from .layouts.adk_sqlite import AdkSqliteStore
+from .layouts.redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
+from .layouts.sql_tables import SqlTablesStore
 from .sqlite_recovery import check_sqlite_writable, readable_sqlite, recover_sqlite
 from .urls import StoreUrl, parse_store_url
 
@@ -68,8 +68,8 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
     from google.adk.sessions import DatabaseSessionService, InMemorySessionService
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
-    from .append import AppendStore
-    from .memory import InMemoryStore
+    from .layouts.append import AppendStore
+    from .layouts.memory import InMemoryStore
 
     if stores_as_adk_does(service, DatabaseSessionService):
         if getattr(service, "_db_schema_version", None) == SUPPORTED_SCHEMA_VERSION:

@@ -25,15 +25,15 @@ Python classifies only those. A session is a candidate when any of these holds:
   nothing is dead, pending, orphaned or duplicated).
 
 That last check is the SQL form of
-:func:`~adk_session_heal.pairing.answered_once`, made stricter (answers in a
+:func:`~adk_session_heal.core.pairing.answered_once`, made stricter (answers in a
 later row, not just a later step); it only decides which sessions Python reads:
-every finding still comes from :func:`~adk_session_heal.findings.classify` and
-:func:`~adk_session_heal.pairing.pair`, the one pairing.
+every finding still comes from :func:`~adk_session_heal.core.findings.classify` and
+:func:`~adk_session_heal.core.pairing.pair`, the one pairing.
 
 Anything the checks cannot read makes the session a candidate: the prefilter
 may send a clean session to Python, never keep a finding from it. Ids are
 compared byte for byte, as Python compares them. The differential tests
-(``tests/test_prefilter.py``) compare prefiltered scans with full scans on
+(``tests/store/test_prefilter.py``) compare prefiltered scans with full scans on
 every engine over ugly stores.
 
 Cost, measured (BENCHMARKS.md): the checks read each row's JSON three or four

@@ -25,13 +25,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..adk_compat import column_to_timestamp
-from ..event_access import stored_event_problem
-from ..json_decode import loads as json_loads
-from ..session_key import SessionKey
-from ..shards import SQLITE_FUNCTION, bucket
+from ..core.adk_compat import column_to_timestamp
+from ..core.event_access import stored_event_problem
+from ..core.session_key import SessionKey
+from ..core.shards import SQLITE_FUNCTION, bucket
 from .base import DamagedRow, StoredSession
 from .driver_errors import translate_error
+from .json_decode import loads as json_loads
 from .urls import StoreUrl
 
 __all__ = ["grouped_sessions", "server_chunks", "sqlite_chunks", "sqlite_functions"]
@@ -104,7 +104,7 @@ async def grouped_sessions(
     object (NULL, binary, not JSON, truncated, a list, a string, ...) or whose
     ``invocation_id`` or ``timestamp`` column is NULL goes to the session's
     ``damaged`` rows instead (wrong types inside an object are found by
-    classification, see :func:`~adk_session_heal.event_access.stored_event_problem`).
+    classification, see :func:`~adk_session_heal.core.event_access.stored_event_problem`).
     ``decoded``: the driver hands JSON values already decoded (PostgreSQL).
     ``newest_first``: each session's rows come newest first; its events (and
     damaged rows) are reversed before it is yielded. This loop runs once per

@@ -165,7 +165,7 @@ class StoreUrl:
             raise UnsupportedStoreError(
                 f"{self} is a Redis session store: it has no SQL tables, and its heal ledger "
                 "is a Redis hash that needs no `db upgrade` (read it with "
-                "adk_session_heal.store.redis_sessions.RedisHealLedger)"
+                "adk_session_heal.store.layouts.redis_sessions.RedisHealLedger)"
             )
         if self.sqlite_path is None:
             return self._async_url
@@ -229,7 +229,7 @@ def parse_store_url(url: str) -> StoreUrl:
         raise UnsupportedStoreError(
             f"{redacted!r} has the unsupported URL scheme {parsed.drivername!r}: the CLI "
             f"reads ADK's SQL and Redis session stores ({EXAMPLE_URLS}); for other session "
-            "services use adk_session_heal.bulk.scan_service()"
+            "services use adk_session_heal.ops.bulk.scan_service()"
         )
     if backend == "sqlite":
         return _parse_sqlite(parsed, driver, redacted)

@@ -7,7 +7,7 @@ Set ``ADK_SESSION_HEAL_DEMO_CRASH=1`` in the server's environment to make the
 
 from __future__ import annotations
 
-from adk_session_heal.demo import offline_weather_model, weather_agent
+from adk_session_heal.testing import offline_weather_model, weather_agent
 
 __all__ = ["root_agent"]
 

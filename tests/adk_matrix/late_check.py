@@ -35,9 +35,9 @@ from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
 from adk_session_heal import HealingSessionService
-from adk_session_heal.adk_compat import ADK_VERSION
+from adk_session_heal.core.adk_compat import ADK_VERSION
+from adk_session_heal.providers.validators import PROVIDERS, provider_problems
 from adk_session_heal.testing import History, ScriptedModel, outline
-from adk_session_heal.validators import PROVIDERS, provider_problems
 
 APP, USER, AGENT = "late_app", "late_user", "worker"
 REPLY = "Sorry, the weather tool failed."

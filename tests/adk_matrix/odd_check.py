@@ -10,7 +10,7 @@ next model request from the history before and after healing with this ADK's
 own contents builder (``_get_contents``: 1.x and 2.0-2.9 keep unanswered calls,
 2.10+ leave them out). Each provider's validator reads both requests, and ADK's
 LiteLlm adapter too when litellm is installed beside it (the matrix
-environments have none; ``tests/test_odd_calls.py`` runs it with the newest
+environments have none; ``tests/core/test_odd_calls.py`` runs it with the newest
 ADK). Prints one JSON line: the ADK version, how many histories, how many were
 healed, and which checks ran. Exits 1 at the first history where a request
 accepted before healing is refused after it, or where a call the request showed
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from matrix_adk import emit, fail  # noqa: E402
 from odd_histories import compare, describe, harms, seeded_ops  # noqa: E402
 
-from adk_session_heal.adk_compat import ADK_VERSION  # noqa: E402
+from adk_session_heal.core.adk_compat import ADK_VERSION  # noqa: E402
 
 
 async def main(count: int) -> None:

@@ -1,11 +1,11 @@
 """Seeded histories with odd calls, and what healing does to the request ADK builds from them.
 
-Shared by ``tests/test_odd_calls.py`` (the installed ADK, with ADK's LiteLlm
+Shared by ``tests/core/test_odd_calls.py`` (the installed ADK, with ADK's LiteLlm
 adapter) and ``odd_check.py`` (each ADK of the reader matrix), so it imports
 only that ADK, the standard library and adk-session-heal (no hypothesis).
 
 :func:`random_ops` draws one session's ops from a ``random.Random`` (the same
-vocabulary as ``tests/ugly_histories.py``: parallel calls, calls sharing one
+vocabulary as ``tests/support/ugly_histories.py``: parallel calls, calls sharing one
 id, ids reused across invocations, id-less calls, calls with an empty or
 missing name, long-running calls, confirmations, orphaned responses, texts,
 new invocations and odd clock steps) and :func:`build` turns them into ADK
@@ -33,10 +33,10 @@ from google.adk.events.event_actions import EventActions
 from google.adk.flows.llm_flows.contents import _get_contents
 from google.genai import types
 
-from adk_session_heal.findings import classify
-from adk_session_heal.healing import apply_heals, build_heal_event, plan_heals
+from adk_session_heal.core.findings import classify
+from adk_session_heal.core.healing import apply_heals, build_heal_event, plan_heals
 from adk_session_heal.policy import HealPolicy
-from adk_session_heal.validators import PROVIDERS, provider_problems, validate_openai_chat
+from adk_session_heal.providers.validators import PROVIDERS, provider_problems, validate_openai_chat
 
 AGENT = "assistant"
 NOW = 1_700_200_000.0

@@ -7,7 +7,7 @@ lets the wrapper heal it (``get_session``), then runs one more turn
 (``user3``) through that ADK's real ``Runner`` with a scripted model that
 records its request. Prints one JSON line: the ADK version, the stored order,
 the order of the request the runner sent, the order
-:func:`adk_session_heal.validators.adk_request_contents` builds (that ADK's
+:func:`adk_session_heal.providers.validators.adk_request_contents` builds (that ADK's
 contents processor), and each provider's problems with that request and with
 the stored order. Exits 1 unless the request reads user, call, heal, user2,
 reply2, user3, passes every provider rule, and equals what the helper builds.
@@ -27,9 +27,9 @@ from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
 
 from adk_session_heal import HealingSessionService
-from adk_session_heal.adk_compat import ADK_VERSION
+from adk_session_heal.core.adk_compat import ADK_VERSION
+from adk_session_heal.providers.validators import PROVIDERS, adk_request_contents, provider_problems
 from adk_session_heal.testing import History, ScriptedModel, outline
-from adk_session_heal.validators import PROVIDERS, adk_request_contents, provider_problems
 
 APP, USER, AGENT = "order_app", "order_user", "worker"
 EXPECTED = ["weather in Paris?", "call", "response:error", "hello?", "Hi! What can I do for you?",

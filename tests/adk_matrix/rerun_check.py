@@ -31,10 +31,10 @@ from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
 from adk_session_heal import HealingSessionService, HealPolicy, ToolEffect
-from adk_session_heal.adk_compat import ADK_VERSION
-from adk_session_heal.rerun_plugin import RerunSafeCallsPlugin
+from adk_session_heal.core.adk_compat import ADK_VERSION
+from adk_session_heal.providers.validators import PROVIDERS, provider_problems
+from adk_session_heal.runtime.rerun_plugin import RerunSafeCallsPlugin
 from adk_session_heal.testing import History, ScriptedModel, outline
-from adk_session_heal.validators import PROVIDERS, provider_problems
 
 APP, USER, AGENT = "rerun_app", "rerun_user", "shop"
 RUNS: list[str] = []

@@ -29,9 +29,9 @@ from google.genai import types
 from matrix_adk import emit, fail
 
 from adk_session_heal import HealingSessionService, HealPolicy
-from adk_session_heal.adk_compat import ADK_VERSION
+from adk_session_heal.core.adk_compat import ADK_VERSION
+from adk_session_heal.providers.validators import PROVIDERS, provider_problems
 from adk_session_heal.testing import History, ScriptedModel, outline
-from adk_session_heal.validators import PROVIDERS, provider_problems
 
 APP, USER, AGENT = "sorted_app", "sorted_user", "worker"
 STORED = ["weather in Paris?", "call", "response:error", "hello?", "Hi! What can I do for you?",

@@ -1,0 +1,44 @@
+"""The ADK plugins this package offers, under one public name.
+
+- :class:`ToolAwareContextFilterPlugin`: a drop-in for ADK's ``ContextFilterPlugin`` that
+  never separates a tool call from its response (docs/plugin.md);
+- :class:`ToolRunLedgerPlugin`: records each tool call's start (with a lease) and end, so a
+  heal says whether the tool ran (README, "Did the tool run?");
+- :class:`RerunSafeCallsPlugin`: on the next user message, runs dead read-only calls again
+  through ADK's own tool path (README, "Re-running safe calls").
+
+Example::
+
+    runner = Runner(app=App(name="support", root_agent=agent,
+                            plugins=[ToolAwareContextFilterPlugin(num_invocations_to_keep=5)]),
+                    session_service=service)
+"""
+
+from __future__ import annotations
+
+from .providers.request_repair import merge_same_role_contents
+from .runtime.context_filter import (
+    ContentCounter,
+    ContextWindow,
+    Pending,
+    Repair,
+    ToolAwareContextFilterPlugin,
+    content_chars,
+    filter_contents,
+)
+from .runtime.rerun_plugin import RerunSafeCallsPlugin
+from .runtime.tool_run_plugin import ToolRunLedger, ToolRunLedgerPlugin
+
+__all__ = [
+    "ContentCounter",
+    "ContextWindow",
+    "Pending",
+    "Repair",
+    "RerunSafeCallsPlugin",
+    "ToolAwareContextFilterPlugin",
+    "ToolRunLedger",
+    "ToolRunLedgerPlugin",
+    "content_chars",
+    "filter_contents",
+    "merge_same_role_contents",
+]

@@ -1,0 +1,462 @@
+"""ToolRunLedgerPlugin: records each tool call's start (with a lease) and end, durably.
+
+Opt-in: add it to an ``App``'s or ``Runner``'s plugins, with a ledger on the
+session database (run ``adk-session-heal db upgrade URL`` once to create its
+table)::
+
+    ledger = SqlToolRunLedger.from_url("postgresql+asyncpg://app@db/sessions")
+    runner = Runner(agent=agent, app_name="app", session_service=service,
+                    plugins=[ToolRunLedgerPlugin(ledger)])
+
+For each tool call the model makes (keyed by session and function-call id):
+
+* when the model's call event reaches the runner (``on_event_callback``), an
+  ``announced`` record with a lease: the runner is alive and about to run the
+  tool. It proves, later, that a call whose tool never started did not start;
+  a call with no record at all may predate the plugin, so nothing is claimed;
+* before the tool runs, a ``started`` record with a lease (this host and
+  process, ``lease_until = now + lease_seconds``) is committed; while the tool
+  runs, a heartbeat pushes the lease forward every third of ``lease_seconds``
+  (from a thread of its own: below);
+* when the tool returns, ``finished`` with its result (secrets redacted, at
+  most ``max_result_bytes`` kept: :func:`~adk_session_heal.core.tool_runs.stored_result`);
+  when it raises, ``failed`` with the exception's type only.
+
+If the start cannot be recorded, the tool does not run: the model gets an
+error saying so, which is true (a tool run the ledger did not see would later
+read as ``not_started`` and be called safe to retry). A failed heartbeat or
+end record is logged; the tool's result reaches the model as usual.
+
+What the records mean for a dead call is :func:`~adk_session_heal.core.tool_runs.run_outcome`.
+
+The heartbeat does not run on the runner's event loop, which a tool may block:
+ADK calls a plain ``def`` tool (or generator) on the loop itself unless
+``RunConfig.tool_thread_pool_config`` sends it to a thread pool (ADK 2.x;
+on 1.x only in live mode), and a tool that computes holds the loop as long.
+Leases are renewed by one daemon thread per plugin, with an event loop of its
+own and its own connections to the ledger (:meth:`ToolRunLedger.open_copy`: a
+new engine over the same connection settings, or a new Redis client). It
+starts with the first tool and ends after a minute without one, or on
+:meth:`ToolRunLedgerPlugin.close` once no tool runs (closing never drops a
+running tool's lease: ADK 1.x's ``AgentTool`` closes its parent's plugins).
+Every kind of tool keeps its lease the same way: a plain ``def`` on the loop
+or in ADK's thread pool, ``async`` tools, generator tools, a
+``LongRunningFunctionTool`` while its function runs, an ``AgentTool`` (its
+agent's tools hold leases of their own in its session). A live-mode streaming
+tool is answered "pending" at once, which ends its run.
+The only thing that stops a lease is the run ending:
+
+* the tool returned or raised (the after-tool or error callback records it);
+* the task that ran the tool ended without either (cancelled with its
+  invocation): renewals stop, and the lease runs out as if the process had
+  died (a plain ``def`` still running in a pool thread after its call was
+  cancelled is no longer covered: it may have run);
+* the process died: nothing renews it; the lease runs out ``lease_seconds``
+  after the last renewal at most, and the call can then be healed.
+
+A tool that holds the GIL without a break (C code that never releases it)
+for longer than the lease would starve the heartbeat thread too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+
+from ..core.findings import CLIENT_FUNCTION_CALL_NAMES
+from ..core.session_key import SessionKey
+from ..core.tool_runs import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_MAX_RESULT_BYTES,
+    RunState,
+    ToolRun,
+    as_response,
+    stored_result,
+)
+from ..errors import HealError
+
+__all__ = ["ToolRunLedger", "ToolRunLedgerPlugin"]
+
+logger = logging.getLogger("adk_session_heal")
+
+NOT_RECORDED_ERROR = (
+    "The tool was not run: its start could not be recorded in the tool-run ledger. "
+    "It is safe to retry later."
+)
+"""The result the model gets when a start cannot be recorded (the tool did not run)."""
+
+
+class ToolRunLedger(Protocol):
+    """Where tool runs are recorded: ``SqlToolRunLedger`` or ``RedisToolRunLedger``."""
+
+    async def announce(self, runs: Sequence[ToolRun]) -> None:
+        """Records calls about to run, keeping existing records."""
+
+    async def start(self, run: ToolRun) -> int:
+        """Records a start; returns its attempt number."""
+
+    async def renew(self, run: ToolRun, lease_until: float) -> bool:
+        """Pushes a running attempt's lease forward."""
+
+    async def finish(self, run: ToolRun, state: RunState, finished_at: float,
+                     result: str | None, truncated: bool) -> bool:
+        """Records how an attempt ended."""
+
+    def open_copy(self) -> ToolRunLedger:
+        """Returns the same ledger over connections of its own, for another thread's loop.
+
+        The heartbeat renews leases from a thread with its own event loop: an
+        async engine's or client's connections belong to the loop that opened
+        them. Builds objects only (nothing connects until first used).
+        """
+
+    async def close(self) -> None:
+        """Releases what the ledger opened."""
+
+
+_IDLE_SECONDS = 60.0
+"""How long the heartbeat thread waits for a tool to start before it ends."""
+
+
+@dataclass(slots=True)
+class _Held:
+    """A running tool's lease: its attempt, the task running it, when to renew it next."""
+
+    run: ToolRun
+    task: asyncio.Task[Any] | None
+    renew_at: float
+
+
+class _LeaseKeeper:
+    """Renews running tools' leases from a daemon thread with its own loop and connections.
+
+    The runner's event loop only adds and removes entries (under a lock); the
+    thread wakes every third of the lease, renews what is due on its own copy
+    of the ledger, and ends after :data:`_IDLE_SECONDS` with nothing to hold.
+    A forked child starts with no thread and no entries (see :func:`_after_fork`).
+
+    Args:
+        ledger: The plugin's ledger (copied for the thread: :meth:`ToolRunLedger.open_copy`).
+        lease_seconds: The lease; renewed every third of it.
+        clock: Seconds since the epoch, for ``lease_until``.
+    """
+
+    def __init__(self, ledger: ToolRunLedger, lease_seconds: float,
+                 clock: Callable[[], float]) -> None:
+        self._ledger = ledger
+        self._lease = lease_seconds
+        self._period = lease_seconds / 3
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._held: dict[tuple[SessionKey, str, asyncio.Task[Any] | None], _Held] = {}
+        self._reserved = 0
+        self._active_at = 0.0
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        _KEEPERS.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: no thread runs, no tool of the parent's runs, the lock is free."""
+        self._cond = threading.Condition()
+        self._held.clear()
+        self._reserved = 0
+        self._closing = False
+        self._thread = None
+
+    def _start(self) -> None:
+        """Starts the thread unless it runs (called with the lock held)."""
+        if self._thread is None:
+            copy = self._ledger.open_copy()
+            self._thread = threading.Thread(target=self._serve, args=(copy,), daemon=True,
+                                            name="adk_session_heal_tool_leases")
+            self._thread.start()
+        self._closing = False
+        self._active_at = time.monotonic()
+
+    def reserve(self) -> None:
+        """Makes sure the thread runs before a start is recorded; then :meth:`hold` or
+        :meth:`unreserve`.
+
+        Raises:
+            HealError: The ledger cannot be copied for the thread.
+        """
+        with self._cond:
+            self._start()
+            self._reserved += 1
+
+    def unreserve(self) -> None:
+        """Takes back a :meth:`reserve` whose start was not recorded."""
+        with self._cond:
+            self._reserved = max(0, self._reserved - 1)
+            self._active_at = time.monotonic()
+
+    def hold(self, key: tuple[SessionKey, str], run: ToolRun,
+             task: asyncio.Task[Any] | None) -> None:
+        """Renews ``run``'s lease from now on, while ``task`` (the one running the tool) lives."""
+        with self._cond:
+            self._reserved = max(0, self._reserved - 1)
+            self._start()  # closed since reserve: runs again
+            self._held[(*key, task)] = _Held(run, task, time.monotonic() + self._period)
+
+    def release(self, key: tuple[SessionKey, str],
+                task: asyncio.Task[Any] | None) -> ToolRun | None:
+        """Stops renewing the run ``task`` holds for ``key``; returns it (``None``: none held).
+
+        Keyed by the task too: two runs of one call id at once (a repeated
+        call) each end their own attempt. Called from another task (no ADK
+        version does), the one run held for ``key`` is released.
+        """
+        with self._cond:
+            held = self._held.pop((*key, task), None)
+            if held is None:
+                others = [entry for entry in self._held if entry[:2] == key]
+                if len(others) == 1:
+                    held = self._held.pop(others[0])
+            self._active_at = time.monotonic()
+        return None if held is None else held.run
+
+    def held(self) -> list[ToolRun]:
+        """The runs whose leases are being renewed."""
+        with self._cond:
+            return [held.run for held in self._held.values()]
+
+    def close(self) -> threading.Thread | None:
+        """Ends the thread as soon as no lease is held (it closes its ledger copy).
+
+        Leases held go on being renewed until their tools end: closing a runner
+        must not get a tool that still runs healed (ADK 1.x's ``AgentTool``
+        closes its parent's plugins when its own agent is done).
+
+        Returns:
+            The thread, to join, if it ends now (nothing held); else ``None``.
+        """
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            if self._held or self._reserved:
+                return None
+            thread, self._thread = self._thread, None
+        return thread
+
+    def _due(self) -> list[ToolRun] | None:
+        """Waits until a lease is due; returns the runs to renew, or ``None`` to end.
+
+        Called by the thread, with the lock held. A run whose task ended (or
+        whose loop was closed) is dropped here, unrenewed.
+        """
+        me = threading.current_thread()
+        while self._thread is me:
+            now = time.monotonic()
+            for key, held in list(self._held.items()):
+                task = held.task
+                if task is not None and (task.done() or task.get_loop().is_closed()):
+                    del self._held[key]
+            due = [held for held in self._held.values() if held.renew_at <= now]
+            if due:
+                for held in due:
+                    held.renew_at = now + self._period
+                return [held.run for held in due]
+            if self._held:
+                wait = min(held.renew_at for held in self._held.values()) - now
+            elif self._reserved or (not self._closing
+                                    and now < self._active_at + _IDLE_SECONDS):
+                # A run held from now on is due a period from now: it needs no wake-up.
+                wait = self._period
+            else:
+                self._thread = None
+                return None
+            self._cond.wait(wait)
+        return None
+
+    def _serve(self, ledger: ToolRunLedger) -> None:
+        """The thread: renews due leases on its own loop until told to end, then closes."""
+        loop = asyncio.new_event_loop()
+        try:
+            while True:
+                with self._cond:
+                    due = self._due()
+                if due is None:
+                    return
+                try:
+                    loop.run_until_complete(self._renew(ledger, due))
+                except Exception:  # never end the thread: every lease would run out
+                    logger.exception("adk_session_heal: could not renew tool leases")
+        finally:
+            try:
+                loop.run_until_complete(ledger.close())
+            except Exception:  # the thread ends either way; say why its connections leaked
+                logger.exception("adk_session_heal: could not close the lease heartbeat's ledger")
+            loop.close()
+
+    async def _renew(self, ledger: ToolRunLedger, due: list[ToolRun]) -> None:
+        """Renews each due lease (at once); a failure is logged and retried at the next beat."""
+        until = self._clock() + self._lease
+        outcomes = await asyncio.gather(*(ledger.renew(run, until) for run in due),
+                                        return_exceptions=True)
+        for run, outcome in zip(due, outcomes, strict=True):
+            if isinstance(outcome, HealError):
+                logger.warning("adk_session_heal: %s (tool %s#%s)", outcome, run.tool_name,
+                               run.call_id)
+            elif isinstance(outcome, BaseException):
+                logger.error("adk_session_heal: could not renew the lease of tool %s#%s",
+                             run.tool_name, run.call_id, exc_info=outcome)
+
+
+_KEEPERS: weakref.WeakSet[_LeaseKeeper] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """Resets every lease keeper in a forked child (its parent's thread does not exist there)."""
+    for keeper in list(_KEEPERS):
+        keeper._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+class ToolRunLedgerPlugin(BasePlugin):
+    """Records every tool call's start, lease and end in a tool-run ledger.
+
+    Args:
+        ledger: Where to record: a ``SqlToolRunLedger`` on the session
+            database, or a ``RedisToolRunLedger`` beside ADK's Redis sessions.
+        lease_seconds: How long a start counts as alive without a heartbeat;
+            the heartbeat renews it every third of this.
+        max_result_bytes: The largest result kept (bytes of JSON).
+        name: The plugin's name.
+        clock: Seconds since the epoch (tests pass a skewed one).
+    """
+
+    def __init__(self, ledger: ToolRunLedger, *, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+                 name: str = "adk_session_heal_tool_runs",
+                 clock: Callable[[], float] = time.time) -> None:
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        super().__init__(name)
+        self.ledger = ledger
+        self.lease_seconds = float(lease_seconds)
+        self.max_result_bytes = max_result_bytes
+        self._clock = clock
+        self._host = socket.gethostname()
+        if not callable(getattr(ledger, "open_copy", None)):
+            raise TypeError("the ledger must have open_copy(): the lease heartbeat renews "
+                            "from a thread of its own, over connections of its own")
+        self._leases = _LeaseKeeper(ledger, self.lease_seconds, clock)
+
+    def _key(self, tool_context: ToolContext) -> tuple[SessionKey, str] | None:
+        call_id = tool_context.function_call_id
+        if not call_id:
+            return None
+        session = tool_context.session
+        return SessionKey(session.app_name, session.user_id, session.id), call_id
+
+    async def on_event_callback(self, *, invocation_context: InvocationContext,
+                                event: Event) -> Event | None:
+        """Announces the calls of a model's call event before the tools run; the event is kept."""
+        if event.partial:
+            return None
+        calls = [call for call in event.get_function_calls()
+                 if call.id and call.name not in CLIENT_FUNCTION_CALL_NAMES]
+        if not calls:
+            return None
+        session = invocation_context.session
+        now = self._clock()
+        runs = [ToolRun(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id,
+            call_id=str(call.id), tool_name=call.name or "", invocation_id=event.invocation_id,
+            state=RunState.ANNOUNCED, host=self._host, pid=os.getpid(), attempt=0,
+            started_at=now, lease_until=now + self.lease_seconds) for call in calls]
+        try:
+            await self.ledger.announce(runs)
+        except HealError as exc:  # without it, a dead call reads as unknown: never unsafe
+            logger.warning("adk_session_heal: %s", exc)
+        return None
+
+    async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                   tool_context: ToolContext) -> dict[str, Any] | None:
+        """Commits the start record before the tool runs; the tool runs only if it did."""
+        key = self._key(tool_context)
+        if key is None:  # a call without an id cannot be matched to its record later
+            return None
+        session, call_id = key
+        now = self._clock()
+        run = ToolRun(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.session_id,
+            call_id=call_id, tool_name=tool.name, invocation_id=tool_context.invocation_id,
+            state=RunState.STARTED, host=self._host, pid=os.getpid(), attempt=0,
+            started_at=now, lease_until=now + self.lease_seconds)
+        try:
+            self._leases.reserve()  # the heartbeat's thread runs before the tool can
+        except HealError as exc:
+            logger.error("adk_session_heal: %s; tool %s#%s not run", exc, tool.name, call_id)
+            return {"error": NOT_RECORDED_ERROR}
+        try:
+            attempt = await self.ledger.start(run)
+        except BaseException as exc:
+            self._leases.unreserve()
+            if not isinstance(exc, HealError):
+                raise
+            logger.error("adk_session_heal: %s; tool %s#%s not run", exc, tool.name, call_id)
+            return {"error": NOT_RECORDED_ERROR}
+        # Renewed from the heartbeat's thread while the task running the tool (this one) lives.
+        self._leases.hold(key, replace(run, attempt=attempt), asyncio.current_task())
+        return None
+
+    async def _end(self, tool_context: ToolContext, state: RunState, result: Any) -> None:
+        key = self._key(tool_context)
+        run = self._leases.release(key, asyncio.current_task()) if key is not None else None
+        if run is None:
+            return
+        text, truncated = (stored_result(result, self.max_result_bytes)
+                           if result is not None else (None, False))
+        try:
+            await self.ledger.finish(run, state, self._clock(), text, truncated)
+        except HealError as exc:
+            logger.warning("adk_session_heal: %s (tool %s#%s)", exc, run.tool_name, run.call_id)
+
+    async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                  tool_context: ToolContext,
+                                  result: dict[str, Any]) -> dict[str, Any] | None:
+        """Records ``finished`` with the tool's result; the result goes on unchanged.
+
+        ADK 1.x passes a result that is not a dict as the tool returned it (an
+        ``AgentTool``'s text, say) and sends it to the model as ``{"result": ...}``:
+        that is what is recorded, so a heal can answer with it.
+        """
+        await self._end(tool_context, RunState.FINISHED, as_response(result))
+        return None
+
+    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                     tool_context: ToolContext,
+                                     error: Exception) -> dict[str, Any] | None:
+        """Records ``failed`` with the exception's type (its text may hold secrets)."""
+        await self._end(tool_context, RunState.FAILED, {"error_type": type(error).__name__})
+        return None
+
+
+    async def close(self) -> None:
+        """Ends the heartbeat's thread (ADK's ``Runner.close`` calls this).
+
+        At once if no tool runs; else once the tools running have ended (their
+        leases are renewed until then). A tool started later starts the thread
+        again. The ledger itself is the caller's to close.
+        """
+        thread = self._leases.close()
+        if thread is not None:
+            await asyncio.to_thread(thread.join)

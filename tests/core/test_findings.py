@@ -1,0 +1,326 @@
+"""Tests for adk_session_heal.core.findings: what became of every call."""
+
+from __future__ import annotations
+
+from adk_session_heal.core.findings import CallStatus, PendingReason, classify, with_tool_runs
+from adk_session_heal.core.healing import build_heal_event, plan_heals
+from adk_session_heal.core.tool_runs import RunState, ToolRun
+from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome, HealPolicy
+from adk_session_heal.testing import History
+
+NOW = 1_700_001_000.0
+KEY = {"app_name": "app", "user_id": "u", "session_id": "s"}
+
+
+def statuses(history: History, **kwargs: float) -> list[tuple[str | None, CallStatus]]:
+    findings = classify(history.events, now=kwargs.pop("now", NOW), **kwargs)
+    return [(c.call_id, c.status) for c in findings.calls]
+
+
+def test_answered_call() -> None:
+    """A call with its response is answered and nothing needs healing."""
+    h = History()
+    h.user("q")
+    call = h.call("f")
+    h.respond((call, "f"))
+    findings = classify(h.events, now=NOW)
+    assert [(c.call_id, c.status) for c in findings.calls] == [(call, CallStatus.ANSWERED)]
+    assert not findings.needs_healing
+    assert findings.dead == ()
+
+
+def test_call_followed_by_a_new_invocation_is_superseded() -> None:
+    """An unanswered call is dead once a later event belongs to another invocation."""
+    h = History()
+    h.user("q")
+    call = h.call("f")
+    h.user("hello?")
+    assert statuses(h) == [(call, CallStatus.SUPERSEDED)]
+
+
+def test_unanswered_call_in_newest_invocation_is_in_flight() -> None:
+    """A call of the newest invocation may still be running: in flight, never dead."""
+    h = History()
+    h.user("q")
+    call = h.call("f")
+    h.text("thinking")
+    assert statuses(h) == [(call, CallStatus.IN_FLIGHT)]
+
+
+def test_stale_only_past_the_given_age() -> None:
+    """stale_after turns an old newest-invocation call stale; a young one stays in flight."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    call = h.call("f")  # at NOW - 99
+    assert statuses(h, stale_after=50) == [(call, CallStatus.STALE)]
+    assert statuses(h, stale_after=500) == [(call, CallStatus.IN_FLIGHT)]
+
+
+def test_long_running_and_client_calls_are_pending() -> None:
+    """Long-running calls and ADK's adk_request_* calls are pending, even when superseded."""
+    h = History()
+    h.user("q")
+    lr = h.call("approve", long_running=True)
+    client = h.call("adk_request_confirmation", call_id="adk-1")
+    h.user("next")
+    findings = classify(h.events, now=NOW)
+    assert [(c.call_id, c.status, c.pending_reason) for c in findings.calls] == [
+        (lr, CallStatus.PENDING, PendingReason.LONG_RUNNING),
+        ("adk-1", CallStatus.PENDING, PendingReason.CLIENT_CALL),
+    ]
+    assert not findings.needs_healing
+    assert client == "adk-1"
+
+
+def test_tool_awaiting_confirmation_is_pending() -> None:
+    """A call answered only by ADK's confirmation placeholder is pending, not answered."""
+    h = History()
+    h.user("q")
+    call = h.call("transfer")
+    h.respond((call, "transfer"), pending=True)
+    h.user("next")
+    assert statuses(h) == [(call, CallStatus.PENDING)]
+
+
+def test_idless_call_is_reported_not_healed() -> None:
+    """A call without an id cannot be paired reliably: id_less, never dead."""
+    h = History()
+    h.user("q")
+    h.calls("f", ids=[None])
+    h.user("next")
+    findings = classify(h.events, now=NOW)
+    assert [(c.call_id, c.status) for c in findings.calls] == [(None, CallStatus.ID_LESS)]
+    assert not findings.needs_healing
+
+
+def test_orphaned_and_duplicate_responses_are_reported() -> None:
+    """A response with no call is orphaned; a second answer to one call is a duplicate."""
+    h = History()
+    h.user("q")
+    h.respond(("ghost", "f"))
+    call = h.call("g")
+    h.respond((call, "g"))
+    h.respond((call, "g"))
+    findings = classify(h.events, now=NOW)
+    assert [(r.event_id, r.call_id) for r in findings.orphaned_responses] == [("e-0002", "ghost")]
+    assert [(r.event_id, r.call_id) for r in findings.duplicate_responses] == [("e-0005", call)]
+
+
+def test_long_running_progress_updates_are_not_duplicates() -> None:
+    """Several responses to a long-running call are progress, not duplicates."""
+    h = History()
+    h.user("q")
+    call = h.call("job", long_running=True)
+    h.respond((call, "job"))
+    h.respond((call, "job"))
+    assert classify(h.events, now=NOW).duplicate_responses == ()
+
+
+def test_rewound_call_is_reported_not_healed() -> None:
+    """A call inside a rewound stretch is never shown to a model: rewound, never dead."""
+    h = History()
+    h.user("q1")
+    h.user("q2")
+    call = h.call("f")
+    h.rewind("inv-2")
+    h.user("again")
+    findings = classify(h.events, now=NOW)
+    assert [(c.call_id, c.status) for c in findings.calls] == [(call, CallStatus.REWOUND)]
+    assert not findings.needs_healing
+
+
+def test_call_before_rewound_stretch_is_still_superseded() -> None:
+    """A dead call before the rewound invocation stays dead."""
+    h = History()
+    h.user("q1")
+    call = h.call("f")
+    h.user("q2")
+    h.rewind("inv-2")
+    assert statuses(h) == [(call, CallStatus.SUPERSEDED)]
+
+
+def test_compaction_event_does_not_supersede() -> None:
+    """A compaction summary is not a new invocation: the call before it stays in flight."""
+    h = History()
+    h.user("q")
+    call = h.call("f")
+    h.invocation_id = ""
+    h.compaction()
+    assert statuses(h) == [(call, CallStatus.IN_FLIGHT)]
+
+
+def test_reused_id_second_occurrence_is_dead() -> None:
+    """When a model reuses an id, the unanswered later occurrence is found dead."""
+    h = History()
+    h.user("q")
+    h.call("f", call_id="dup")
+    h.respond(("dup", "f"))
+    h.call("f", call_id="dup")
+    h.user("next")
+    assert statuses(h) == [("dup", CallStatus.ANSWERED), ("dup", CallStatus.SUPERSEDED)]
+
+
+def test_resumed_older_invocation_supersedes_the_one_between() -> None:
+    """Interleaved invocations: a call is dead once any later event is of another invocation."""
+    h = History()
+    h.user("q1")
+    first = h.call("f")
+    h.user("q2")
+    second = h.call("g")
+    h.user("resume", invocation_id="inv-1")
+    assert statuses(h) == [(first, CallStatus.SUPERSEDED), (second, CallStatus.SUPERSEDED)]
+
+
+def test_synthetic_answer_is_flagged() -> None:
+    """A call whose counting response carries the heal marker is answered_by_heal."""
+    from adk_session_heal.core.healing import apply_heals, build_heal_event, plan_heals
+    from adk_session_heal.policy import HealPolicy
+
+    h = History()
+    h.user("q")
+    h.call("f")
+    h.user("next")
+    plans = plan_heals(h.events, classify(h.events, now=NOW), app_name="a", user_id="u",
+                       session_id="s")
+    healed = apply_heals(h.events, [(p.insert_at, build_heal_event(p, HealPolicy(), healed_at=NOW))
+                                    for p in plans])
+    (finding,) = classify(healed, now=NOW).calls
+    assert finding.status is CallStatus.ANSWERED and finding.answered_by_heal
+
+
+def test_session_without_calls_has_no_findings() -> None:
+    """A chat without tools has nothing to report."""
+    h = History()
+    h.user("q")
+    h.text("a")
+    findings = classify(h.events, now=NOW)
+    assert findings.calls == () and findings.orphaned_responses == ()
+
+
+# -- differential test against ADK's own reasoning ------------------------------
+
+from google.adk.apps.compaction import _provably_dead_call_ids  # noqa: E402
+from histories import OPS, build  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_superseded_matches_adk_provably_dead_call_ids(ops: list) -> None:
+    """On generated histories our superseded ids are ADK compaction's dead ids.
+
+    ADK's `_provably_dead_call_ids` also counts as dead what we keep `pending`: a
+    tool call whose confirmation request an older invocation abandoned. We never
+    heal those by default; nor the dead calls a heal would make worse
+    (`malformed`, `out_of_turn`). Those are the only allowed difference.
+    """
+    events = build(ops).events
+    newest = next(
+        (e.invocation_id for e in reversed(events) if e.invocation_id and not e.actions.compaction),
+        None,
+    )
+    adk_dead = _provably_dead_call_ids(events, all_events=events, newest_invocation_id=newest)
+    findings = classify(events, now=NOW)
+    ours = {c.call_id for c in findings.calls if c.status is CallStatus.SUPERSEDED}
+    kept = {c.call_id for c in findings.calls if c.status in (
+        CallStatus.PENDING, CallStatus.MALFORMED, CallStatus.OUT_OF_TURN)}
+    assert ours <= adk_dead
+    assert adk_dead - ours <= kept
+
+
+def test_a_heal_stored_after_later_turns_does_not_supersede_the_newest_invocation() -> None:
+    """An appended heal carries an older invocation: the newest one's live call stays in flight."""
+    h = History(start=NOW - 100)
+    h.user("first")
+    h.calls("a", "b")
+    h.user("second")
+    live = h.call("c")
+    h.calls("slow", long_running=True)
+    (plan,) = plan_heals(h.events[:3], classify(h.events[:3], now=NOW), **KEY)
+    appended = [*h.events, build_heal_event(plan, HealPolicy(), healed_at=NOW)]
+    by_id = {c.call_id: c.status for c in classify(appended, now=NOW).calls}
+    assert by_id[live] is CallStatus.IN_FLIGHT
+    assert {by_id[i] for i in plan.call_ids} == {CallStatus.ANSWERED}
+    assert CallStatus.SUPERSEDED not in by_id.values()
+
+
+def _run(call_id: str, state: str, lease_until: float, result: dict | None = None) -> ToolRun:
+    return ToolRun(app_name="app", user_id="u", session_id="s", call_id=call_id, tool_name="f",
+                   invocation_id="i", state=RunState(state), host="h", pid=7, attempt=1,
+                   started_at=NOW - 50, lease_until=lease_until, result=result)
+
+
+def test_the_tool_run_ledger_keeps_live_leases_and_ends_dead_runs_at_once() -> None:
+    """A live lease keeps a superseded or stale call in flight; an expired lease or a finish
+    makes an in-flight call abandoned; calls without records and answered calls are left."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    superseded = h.call("f")
+    h.user("again")
+    h.respond((h.call("f"), "f"))
+    ended, expired, silent, unrecorded = (h.call("f") for _ in range(4))
+    findings = classify(h.events, now=NOW)
+    assert findings.open_call_ids == (superseded, ended, expired, silent, unrecorded)
+    runs = {superseded: _run(superseded, "started", NOW + 5),
+            ended: _run(ended, "finished", NOW - 1, {"ok": True}),
+            expired: _run(expired, "started", NOW - 1),
+            silent: _run(silent, "announced", NOW - 1)}
+    fixed = with_tool_runs(findings, runs, now=NOW)
+    got = {c.call_id: (c.status, c.outcome, c.recovered, c.lease_holder) for c in fixed.calls}
+    assert got[superseded] == (CallStatus.IN_FLIGHT, CallOutcome.UNKNOWN, None, "h/7")
+    assert got[ended] == (CallStatus.ABANDONED, CallOutcome.FINISHED_RESULT_LOST, {"ok": True},
+                          None)
+    assert got[expired] == (CallStatus.ABANDONED, CallOutcome.MAY_HAVE_RUN, None, None)
+    assert got[silent] == (CallStatus.ABANDONED, CallOutcome.NOT_STARTED, None, None)
+    assert got[unrecorded] == (CallStatus.IN_FLIGHT, CallOutcome.UNKNOWN, None, None)
+    assert [c.call_id for c in fixed.dead] == [ended, expired, silent]
+    assert with_tool_runs(findings, {}, now=NOW) is findings
+    # The clock skew stretches a lease for a reader whose clock runs ahead.
+    skewed = with_tool_runs(findings, {expired: runs[expired]}, now=NOW, clock_skew=2)
+    assert {c.call_id: c.status for c in skewed.calls}[expired] is CallStatus.IN_FLIGHT
+
+
+def test_a_live_lease_keeps_its_whole_call_event_in_flight() -> None:
+    """Parallel calls: while one still holds its lease, the runner will answer them all in one
+    event, so a sibling that finished, failed or has no record is in flight too (that holder
+    named), even superseded; once no lease of the event is alive, each is decided by its own."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    slow, done, failed, unrecorded = (str(i) for i in h.calls("f", "f", "f", "f"))
+    other = h.call("f")
+    h.user("again")
+    runs = {slow: _run(slow, "started", NOW + 5), done: _run(done, "finished", NOW - 1, {"ok": 1}),
+            failed: _run(failed, "failed", NOW - 1), other: _run(other, "finished", NOW - 1)}
+    findings = classify(h.events, now=NOW)
+    assert {c.status for c in findings.calls} == {CallStatus.SUPERSEDED}
+    fixed = with_tool_runs(findings, runs, now=NOW)
+    got = {c.call_id: (c.status, c.lease_holder) for c in fixed.calls}
+    assert got == {slow: (CallStatus.IN_FLIGHT, "h/7"), done: (CallStatus.IN_FLIGHT, "h/7"),
+                   failed: (CallStatus.IN_FLIGHT, "h/7"),
+                   unrecorded: (CallStatus.IN_FLIGHT, "h/7"),
+                   other: (CallStatus.SUPERSEDED, None)}  # another call event: its own record
+    assert [c.call_id for c in fixed.dead] == [other]
+    later = with_tool_runs(findings, runs, now=NOW + 6)  # the slow call's lease ran out
+    outcomes = {c.call_id: (c.status, c.outcome) for c in later.calls}
+    assert outcomes[slow] == (CallStatus.SUPERSEDED, CallOutcome.MAY_HAVE_RUN)
+    assert outcomes[done] == (CallStatus.SUPERSEDED, CallOutcome.FINISHED_RESULT_LOST)
+    assert outcomes[unrecorded] == (CallStatus.SUPERSEDED, CallOutcome.UNKNOWN)
+
+
+def test_a_heal_answers_with_the_ledger_s_outcome_or_the_recovered_result() -> None:
+    """The payload is worded by outcome; a finished run's result is the response, marked."""
+    h = History(start=NOW - 100)
+    h.user("q")
+    lost, started = (str(i) for i in h.calls("charge_card", "charge_card"))
+    runs = {lost: _run(lost, "finished", NOW - 1, {"status": "charged"}),
+            started: _run(started, "started", NOW - 1)}
+    findings = with_tool_runs(classify(h.events, now=NOW), runs, now=NOW)
+    (plan,) = plan_heals(h.events, findings, **KEY)
+    event = build_heal_event(plan, HealPolicy(), healed_at=NOW)
+    responses = [r.response for r in event.get_function_responses()]
+    assert responses[0] == {"status": "charged"}
+    assert responses[1] == {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN],
+                            "outcome": "may_have_run", "safe_to_retry": False}
+    marker = (event.custom_metadata or {})["adk_session_heal"]
+    assert marker["outcomes"] == ["finished_result_lost", "may_have_run"]
+    assert marker["recovered"] == [True, False] and marker["reason"] == "abandoned"

@@ -198,12 +198,12 @@ def test_services_py_with_one_import_switches_healing_on(
 
 
 def test_services_yaml_entry_switches_healing_on(fresh_registry: None, tmp_path: Path) -> None:
-    """services.yaml can name healing_session_service_from_uri as a scheme's class."""
+    """services.yaml can name the documented factory (docs/adk_web.md) as a scheme's class."""
     (tmp_path / "services.yaml").write_text(
         "services:\n"
         "  - scheme: heal+sqlite+aiosqlite\n"
         "    type: session\n"
-        "    class: adk_session_heal.runtime.adk_services.healing_session_service_from_uri\n"
+        "    class: adk_session_heal.register.healing_session_service_from_uri\n"
     )
     load_services_module(str(tmp_path))
     service = build(f"heal+sqlite+aiosqlite:///{tmp_path / 's.db'}", tmp_path)

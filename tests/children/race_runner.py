@@ -48,7 +48,10 @@ def get_weather(city: str) -> dict[str, Any]:
 
 
 async def main(url: str, sessions: int, turns: int, go: str) -> None:
-    service = DatabaseSessionService(url)
+    # A SQLite file with 12 writing processes: ADK's 5 s busy timeout is too short on a
+    # loaded machine (README: "SQLite lets one process write at a time").
+    extra = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+    service = DatabaseSessionService(url, **extra)
     model = ScriptedModel(script=[weather_reply] * (turns * 4))
     runner = Runner(app_name=APP, agent=LlmAgent(name="weather_agent", model=model,
                                                  tools=[get_weather]),

@@ -24,8 +24,10 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
     from .core.session_key import SessionKey
     from .core.tool_effects import tool_effects_from
     from .errors import HealError, StoreError
-    from .ops.bulk import RepairPlan, apply_plan, plan_repair, repair, scan
-    from .ops.scan_report import RepairReport, ScanReport
+    from .ops.repair import RepairPlan, apply_plan, plan_repair, repair
+    from .ops.repair_report import RepairReport
+    from .ops.scan import scan
+    from .ops.scan_report import ScanReport
     from .plugins import ToolAwareContextFilterPlugin, ToolRunLedgerPlugin
     from .policy import HealPolicy, ToolEffect
     from .runtime.adk_services import register_healing_session_services
@@ -68,8 +70,8 @@ _PUBLIC = {
     "HealPolicy": "policy",
     "HealRecord": "core.heal_record",
     "HealingSessionService": "runtime.service",
-    "RepairPlan": "ops.bulk",
-    "RepairReport": "ops.scan_report",
+    "RepairPlan": "ops.repair",
+    "RepairReport": "ops.repair_report",
     "ScanReport": "ops.scan_report",
     "SessionFilter": "store",
     "SessionFindings": "core.findings",
@@ -78,13 +80,13 @@ _PUBLIC = {
     "ToolAwareContextFilterPlugin": "plugins",
     "ToolEffect": "policy",
     "ToolRunLedgerPlugin": "plugins",
-    "apply_plan": "ops.bulk",
+    "apply_plan": "ops.repair",
     "classify": "core.findings",
-    "plan_repair": "ops.bulk",
+    "plan_repair": "ops.repair",
     "provider_problems": "validators",
     "register_healing_session_services": "runtime.adk_services",
-    "repair": "ops.bulk",
-    "scan": "ops.bulk",
+    "repair": "ops.repair",
+    "scan": "ops.scan",
     "tool_effects_from": "core.tool_effects",
     "validate": "validators",
 }

@@ -13,8 +13,9 @@ Example::
 
 from __future__ import annotations
 
-from .store.layouts.redis_sessions import RedisHealLedger
-from .store.ledger.heal_ledger import SqlHealLedger, missing_ledger_message
+from .store.ledger.heal_ledger import SqlHealLedger
+from .store.ledger.heal_redis import RedisHealLedger
+from .store.ledger.revisions import missing_ledger_message
 from .store.ledger.tool_run_redis import RedisToolRunLedger
 from .store.ledger.tool_run_sql import SqlToolRunLedger
 

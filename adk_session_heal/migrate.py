@@ -8,5 +8,28 @@ revision, and ``await current(url)`` tells where it stands (``None``: no ledger)
 
 from __future__ import annotations
 
-from .store.ledger.migrations import *  # noqa: F403 (the names below)
-from .store.ledger.migrations import __all__ as __all__
+from .store.ledger.migrations import (
+    Revision,
+    alembic_config,
+    current,
+    downgrade,
+    head_revision,
+    migrations_dir,
+    resolve_revision,
+    revisions,
+    sql_script,
+    upgrade,
+)
+
+__all__ = [
+    "Revision",
+    "alembic_config",
+    "current",
+    "downgrade",
+    "head_revision",
+    "migrations_dir",
+    "resolve_revision",
+    "revisions",
+    "sql_script",
+    "upgrade",
+]

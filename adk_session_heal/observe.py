@@ -161,17 +161,15 @@ def _current_instruments() -> _Instruments:
     return _instruments
 
 
+_SPAN_KEYS = ("app_name", "session_id", "invocation_id", "call_event_id", "synthetic_event_id",
+              "reason", "trigger")
+"""The fields of a heal record (:meth:`HealRecord.to_json`) its spans carry."""
+
+
 def _span_attributes(record: HealRecord) -> dict[str, str]:
     """The attributes the heal span and each dead-call span share."""
-    return {
-        "adk_session_heal.app_name": record.app_name,
-        "adk_session_heal.session_id": record.session_id,
-        "adk_session_heal.invocation_id": record.invocation_id,
-        "adk_session_heal.call_event_id": record.call_event_id,
-        "adk_session_heal.synthetic_event_id": record.synthetic_event_id,
-        "adk_session_heal.reason": record.reason,
-        "adk_session_heal.trigger": record.trigger.value,
-    }
+    data = record.to_json()
+    return {f"adk_session_heal.{key}": data[key] for key in _SPAN_KEYS}
 
 
 def _record_telemetry(record: HealRecord) -> None:

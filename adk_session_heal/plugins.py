@@ -16,13 +16,12 @@ Example::
 
 from __future__ import annotations
 
-from .providers.request_repair import merge_same_role_contents
-from .runtime.context_filter import (
+from .providers.request_repair import Pending, merge_same_role_contents
+from .runtime.context_filter.adk_plugin import ToolAwareContextFilterPlugin
+from .runtime.context_filter.widening import Repair
+from .runtime.context_filter.window import (
     ContentCounter,
     ContextWindow,
-    Pending,
-    Repair,
-    ToolAwareContextFilterPlugin,
     content_chars,
     filter_contents,
 )

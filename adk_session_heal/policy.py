@@ -17,7 +17,9 @@ from datetime import timedelta
 from typing import Any
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_CLOCK_SKEW",
+    "DEFAULT_OLDER_THAN",
     "DEFAULT_PAYLOAD",
     "LEDGER_ERRORS",
     "NOT_STARTED_ERROR",
@@ -153,6 +155,19 @@ its age with its own. Every age rule (``stale_after``, ``quiet_after``) waits
 this much longer, so a healer whose clock runs up to this far ahead of the
 writer's never takes a running call for a stale one.
 """
+
+
+DEFAULT_OLDER_THAN = 24 * 3600.0
+"""Default age (seconds) after which a call of a session's newest invocation is healed.
+
+A day: far longer than any tool or human-in-the-loop wait should take without
+ADK marking the call long-running, so ``stale`` calls are dead, not slow.
+Superseded calls are healed whatever their age.
+"""
+
+
+DEFAULT_BATCH_SIZE = 500
+"""Synthetic events ``repair`` inserts per transaction (whole sessions)."""
 
 
 @dataclass(frozen=True, slots=True)

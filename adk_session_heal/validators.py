@@ -11,9 +11,46 @@ Example::
 
 from __future__ import annotations
 
-from .providers.provider_rules import contents_verdict as contents_verdict
-from .providers.provider_rules import whole as whole
-from .providers.validators import *  # noqa: F403 (the public validators, listed below)
-from .providers.validators import __all__ as _VALIDATORS
+from .providers.provider_rules import (
+    PROVIDERS,
+    AnthropicBlock,
+    Provider,
+    anthropic_turns,
+    contents_verdict,
+    gemini_steps,
+    openai_chat_steps,
+    whole,
+)
+from .providers.validators import (
+    Problem,
+    adk_request_contents,
+    adk_request_problems,
+    provider_problems,
+    validate,
+    validate_alternation,
+    validate_anthropic,
+    validate_gemini,
+    validate_openai_chat,
+    validate_openai_responses,
+)
 
-__all__ = sorted([*_VALIDATORS, "contents_verdict", "whole"])
+__all__ = [
+    "AnthropicBlock",
+    "PROVIDERS",
+    "Problem",
+    "Provider",
+    "adk_request_contents",
+    "adk_request_problems",
+    "anthropic_turns",
+    "contents_verdict",
+    "gemini_steps",
+    "openai_chat_steps",
+    "provider_problems",
+    "validate",
+    "validate_alternation",
+    "validate_anthropic",
+    "validate_gemini",
+    "validate_openai_chat",
+    "validate_openai_responses",
+    "whole",
+]

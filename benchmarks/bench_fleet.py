@@ -50,7 +50,7 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
-from adk_session_heal.ops.bulk import scan  # noqa: E402
+from adk_session_heal.ops.scan import scan  # noqa: E402
 
 NOW = 1_800_000_000.0
 CLI = [sys.executable, "-m", "adk_session_heal"]

@@ -45,7 +45,7 @@ from bench_scan import database, filled  # noqa: E402
 from stores import APP, USER, Store, close  # noqa: E402
 
 from adk_session_heal import migrate  # noqa: E402
-from adk_session_heal.ops.bulk import scan  # noqa: E402
+from adk_session_heal.ops.scan import scan  # noqa: E402
 from adk_session_heal.testing import History  # noqa: E402
 
 

@@ -53,7 +53,8 @@ from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
 from adk_session_heal import migrate  # noqa: E402
 from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON  # noqa: E402
 from adk_session_heal.core.findings import classify  # noqa: E402
-from adk_session_heal.ops.bulk import repair, scan  # noqa: E402
+from adk_session_heal.ops.repair import repair  # noqa: E402
+from adk_session_heal.ops.scan import scan  # noqa: E402
 
 NOW = 1_700_100_000.0
 ORDER = "ORDER BY app_name, user_id, session_id, timestamp, id"
@@ -147,7 +148,7 @@ def scan_rss(url: str) -> tuple[float, int]:
     """
     code = (
         "import asyncio, json, re, sys;"
-        "from adk_session_heal.ops.bulk import scan;"
+        "from adk_session_heal.ops.scan import scan;"
         "r = asyncio.run(scan(sys.argv[1]));"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
         "print(json.dumps([int(hwm), r.events_scanned]))"

@@ -3,10 +3,10 @@ HealingSessionService over ``DatabaseSessionService`` (not a test).
 
 Meant to be timed from outside, so that import time counts too, and to compare two
 checkouts of the package on one database, alternating (``PYTHONPATH`` picks the
-checkout)::
+checkout), e.g. with ``/usr/bin/time`` around each run, old and new in turn::
 
-    farm-bench -n 15 --vs "env PYTHONPATH=OLD python benchmarks/bench_wrapper_process.py DB" \\
-        -- env PYTHONPATH=NEW python benchmarks/bench_wrapper_process.py DB
+    env PYTHONPATH=OLD /usr/bin/time -f %e python benchmarks/bench_wrapper_process.py DB
+    env PYTHONPATH=NEW /usr/bin/time -f %e python benchmarks/bench_wrapper_process.py DB
 
 DB is a SQLite file in ADK's ``DatabaseSessionService`` layout (``bench_scan.py`` and
 ``tests/support/stores.py`` write them). It uses only public names, so it runs

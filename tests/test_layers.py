@@ -144,12 +144,15 @@ def test_the_checks_can_fail() -> None:
     assert _level_of("core.pairing") < _level_of("store.base")
 
 
-SCAN_PATH = ("ops/bulk", "ops/scan_report", "core/findings", "core/healing", "core/heal_plan",
+SCAN_PATH = ("ops/scan", "ops/repair", "ops/scan_report", "ops/repair_report", "ops/text_output",
+             "ops/ledger_documents", "core/session_decision", "core/durations",
+             "core/findings", "core/healing", "core/heal_plan",
              "core/event_access", "core/adk_compat", "core/late_results", "observe",
              "core/pairing", "core/invocations", "policy", "core/tool_runs", "store/base",
              "store/opening", "store/layouts/sql_tables", "store/layouts/adk_sqlite",
              "store/streaming", "store/layouts/redis_sessions", "store/ledger/tool_run_redis",
              "store/ledger/tool_run_sql", "store/ledger/heal_ledger", "store/ledger/heal_table",
+             "store/ledger/revisions", "store/ledger/tool_run_reader", "store/session_filter_sql",
              "store/urls")
 """Modules a scan by URL loads before its first row (tests/cli/test_startup.py runs them)."""
 

@@ -23,7 +23,8 @@ from adk_session_heal import migrate
 from adk_session_heal.cli import main
 from adk_session_heal.errors import HealError, StoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.bulk import check_repairable, plan_repair, repair, scan
+from adk_session_heal.ops.repair import plan_repair, repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.runtime.adk_services import healing_session_service_from_uri
 
 PW = "Zq9xPw-never-shown"
@@ -64,7 +65,7 @@ COMMANDS = {
 API: dict[str, Callable[[str], Awaitable[Any]]] = {
     "scan": lambda url: scan(url),
     "plan_repair": lambda url: plan_repair(url),
-    "check_repairable": lambda url: check_repairable(url),
+    "plan_repair(writing)": lambda url: plan_repair(url, writing=True),
     "repair": lambda url: repair(url),
     "migrate.upgrade": lambda url: migrate.upgrade(url),
     "migrate.current": lambda url: migrate.current(url),

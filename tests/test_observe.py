@@ -312,7 +312,7 @@ async def test_two_dead_calls_healed_by_repair_are_two_spans(telemetry: Telemetr
     """Through repair() on a SQLite database written by ADK: one span per dead call."""
     from google.adk.sessions import DatabaseSessionService
 
-    from adk_session_heal.ops.bulk import repair
+    from adk_session_heal.ops.repair import repair
     from adk_session_heal.policy import HealPolicy, ToolEffect
     from adk_session_heal.testing import temporary_sqlite_url
 

@@ -52,8 +52,6 @@ from ..testing import (
     spawn_crash,
 )
 
-__all__ = ["DEMO_POLICY", "run_demo"]
-
 DEMO_POLICY = HealPolicy(tool_effects={"get_weather": ToolEffect.READ_ONLY})
 """The demo's policy: ``get_weather`` only reads, so a heal says a retry is safe."""
 

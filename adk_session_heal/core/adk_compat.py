@@ -51,20 +51,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ADK_VERSION",
-    "EVENT_FIELDS",
-    "INVOCATION_ABORTED",
-    "PORTABLE_EVENT_FIELDS",
-    "STORES_LOCAL_TIME",
-    "SUPPORTED_ADK",
-    "column_to_timestamp",
-    "merge_function_responses",
-    "readable_event_data",
-    "run_function_calls",
-    "timestamp_to_column",
-]
-
 SUPPORTED_ADK = ">=1.22,<3"
 """The google-adk versions this release is tested against (the reader matrix)."""
 

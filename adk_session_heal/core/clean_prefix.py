@@ -26,8 +26,6 @@ from typing import TypeVar
 from .event_access import EventAccess
 from .pairing import answered_once
 
-__all__ = ["CleanPrefix", "clean_prefix"]
-
 E = TypeVar("E")
 
 

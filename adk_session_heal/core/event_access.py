@@ -32,19 +32,6 @@ if TYPE_CHECKING:  # annotations only: reading stored JSON loads no ADK or googl
     from google.adk.events.event import Event
     from google.genai import types
 
-__all__ = [
-    "ADK_EVENTS",
-    "HEAL_METADATA_KEY",
-    "STORED_JSON",
-    "AdkEventAccess",
-    "EventAccess",
-    "StoredJsonAccess",
-    "content_step",
-    "content_steps",
-    "json_content_step",
-    "stored_event_problem",
-]
-
 HEAL_METADATA_KEY = "adk_session_heal"
 """Key of ``Event.custom_metadata`` that marks an event this package wrote."""
 

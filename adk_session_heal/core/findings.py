@@ -39,17 +39,18 @@ returns them) and gives every function-call occurrence one
 ``rewound``      the call sits in a stretch of history a rewind annulled. ADK
                  never shows it to a model; a response written now would become
                  an orphan. Reported, never healed.
-``abandoned``    only with the tool-run ledger (:func:`with_tool_runs`): an
-                 ``in_flight`` call whose record shows nobody runs it (its lease
-                 expired, or it ended without its response reaching the
-                 session). Dead at once, whatever its age.
+``abandoned``    only with the tool-run ledger (its correction is the decision's
+                 :func:`~.session_decision.with_tool_runs`): an ``in_flight``
+                 call whose record shows nobody runs it (its lease expired, or
+                 it ended without its response reaching the session). Dead at
+                 once, whatever its age.
 ===============  ================================================================
 
 Responses whose call is missing are reported as orphaned; calls answered more
 than once (other than a long-running call's progress updates) are reported as
 duplicates. Only ``superseded``, ``stale`` and ``abandoned`` calls are ever
 healed; with the tool-run ledger, never one whose lease is alive, however old
-(:func:`with_tool_runs` makes it ``in_flight``).
+(:func:`~.session_decision.with_tool_runs` makes it ``in_flight``).
 
 The module is pure: it reads events through an
 :class:`~adk_session_heal.views.EventAccess` and performs no I/O.
@@ -59,26 +60,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..policy import CallOutcome
 from .event_access import ADK_EVENTS, EventAccess
 from .invocations import live_mask, supersession_boundary
 from .pairing import EMPTY_STEP, CallOccurrence, Step, answered_once, pair
-from .tool_runs import RunState, ToolRun, run_outcome
-
-__all__ = [
-    "CLIENT_FUNCTION_CALL_NAMES",
-    "HEALABLE",
-    "CallFinding",
-    "CallStatus",
-    "PendingReason",
-    "ResponseFinding",
-    "SessionFindings",
-    "classify",
-    "with_tool_runs",
-]
 
 E = TypeVar("E")
 
@@ -139,7 +127,8 @@ class CallFinding:
         answered_by_heal: For answered calls: the response that counts (the last
             one) is a synthetic one written by this package.
         outcome: What the tool-run ledger says of an unanswered call's run
-            (``unknown`` without it; see :func:`with_tool_runs`).
+            (``unknown`` without it; see
+            :func:`~adk_session_heal.core.session_decision.with_tool_runs`).
         recovered: A ``finished`` run's result, kept by the ledger: what a
             heal answers with instead of an error.
         lease_holder: ``host/pid`` of a live lease that keeps the call
@@ -536,68 +525,3 @@ def _rewound_calls(
                 )
             )
     return found
-
-
-def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, now: float,
-                   clock_skew: float = 0.0) -> SessionFindings:
-    """Corrects the findings with what the tool-run ledger knows of each unanswered call.
-
-    For each ``superseded``, ``stale`` or ``in_flight`` call with a record in
-    ``runs`` (by call id), :func:`~adk_session_heal.core.tool_runs.run_outcome`
-    decides:
-
-    * lease alive (announced or started, on some host): ``in_flight``, never
-      healed however old, its holder named;
-    * a call of the same call event as a call whose lease is alive, whatever
-      its own record says (or without one): ``in_flight`` too, that holder
-      named. ADK answers a call event's parallel calls in one response event,
-      stored once the last of them ends, so a sibling that finished is not
-      lost while the runner still runs the others;
-    * otherwise the call is dead: ``in_flight`` becomes ``abandoned`` (no
-      waiting for ``stale_after``); it carries the outcome (``not_started``,
-      ``may_have_run``, ``finished_result_lost``) and, for a finished run
-      whose result was kept, that result.
-
-    Calls without a record keep their status and the ``unknown`` outcome.
-
-    Args:
-        findings: :func:`classify`'s findings.
-        runs: The session's tool runs by call id.
-        now: The reader's time (seconds since the epoch).
-        clock_skew: How far the reader's clock may run ahead of the runners'.
-
-    Returns:
-        New findings (the same object when nothing changes).
-    """
-    if not runs:
-        return findings
-    outcomes: dict[int, CallOutcome | None] = {}
-    live: dict[int, str] = {}  # call event (its index) -> the holder of a live lease in it
-    for position, call in enumerate(findings.calls):
-        run = runs.get(call.call_id) if call.call_id else None
-        if run is not None and call.status in _OPEN:
-            outcomes[position] = run_outcome(run, now, clock_skew)
-            if outcomes[position] is None:
-                live.setdefault(call.event_index, f"{run.host}/{run.pid}")
-    calls: list[CallFinding] = []
-    changed = False
-    for position, call in enumerate(findings.calls):
-        run = runs.get(call.call_id) if call.call_id else None
-        sibling = live.get(call.event_index) if call.status in _OPEN else None
-        if position not in outcomes and sibling is None:
-            calls.append(call)
-            continue
-        outcome = outcomes.get(position)
-        if run is None or outcome is None:  # its lease, or a sibling's, is alive
-            holder = f"{run.host}/{run.pid}" if run is not None else sibling
-            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=holder))
-        elif sibling is not None:  # done, but the runner answers its event as one
-            calls.append(replace(call, status=CallStatus.IN_FLIGHT, lease_holder=sibling))
-        else:
-            status = CallStatus.ABANDONED if call.status is CallStatus.IN_FLIGHT else call.status
-            recovered = run.result if run.state is RunState.FINISHED else None
-            calls.append(replace(call, status=status, outcome=outcome, recovered=recovered))
-        changed = True
-    if not changed:
-        return findings
-    return SessionFindings(calls, findings.orphaned_responses, findings.duplicate_responses)

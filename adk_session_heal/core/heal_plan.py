@@ -41,8 +41,6 @@ from .event_access import ADK_EVENTS, EventAccess
 from .findings import HEALABLE, SessionFindings
 from .pairing import Step
 
-__all__ = ["HEAL_ID_SUFFIX", "HealPlan", "heal_event_id", "placement", "plan_heals"]
-
 E = TypeVar("E")
 
 HEAL_ID_SUFFIX = "-heal"

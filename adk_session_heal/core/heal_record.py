@@ -15,8 +15,6 @@ from typing import Any
 
 from .session_key import SessionKey
 
-__all__ = ["HealRecord", "HealTrigger", "ResolutionRecord"]
-
 
 class HealTrigger(str, enum.Enum):
     """Which path wrote a heal."""
@@ -95,8 +93,14 @@ class HealRecord:
         count = len(self.call_ids)
         return (self.recovered + (False,) * count)[:count]
 
-    def log_fields(self) -> dict[str, Any]:
-        """Returns the record as flat fields for a structured log line."""
+    def to_json(self) -> dict[str, Any]:
+        """Returns the record as plain JSON values: the one encoding of its fields.
+
+        Every other form derives from it: the ledger's rows
+        (:func:`~adk_session_heal.store.ledger.heal_table.ledger_row`), the
+        ``history`` documents, log fields and span attributes. ``recovered`` is
+        not kept (no ledger keeps it).
+        """
         return {
             "app_name": self.app_name,
             "user_id": self.user_id,
@@ -108,9 +112,43 @@ class HealRecord:
             "tool_names": list(self.tool_names),
             "reason": self.reason,
             "trigger": self.trigger.value,
-            "effects": list(self.call_effects),
-            "outcomes": list(self.call_outcomes),
+            "healed_at": self.healed_at,
+            "effects": list(self.effects),
+            "outcomes": list(self.outcomes),
+            "run_id": self.run_id,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HealRecord:
+        """Returns the record :meth:`to_json` encoded (``effects``, ``outcomes`` and
+        ``run_id`` may be missing: a ledger that does not keep them)."""
+        return cls(
+            app_name=data["app_name"],
+            user_id=data["user_id"],
+            session_id=data["session_id"],
+            call_event_id=data["call_event_id"],
+            synthetic_event_id=data["synthetic_event_id"],
+            invocation_id=data["invocation_id"],
+            call_ids=tuple(data["call_ids"]),
+            tool_names=tuple(data["tool_names"]),
+            reason=data["reason"],
+            trigger=HealTrigger(data["trigger"]),
+            healed_at=float(data["healed_at"]),
+            effects=tuple(data.get("effects") or ()),
+            outcomes=tuple(data.get("outcomes") or ()),
+            run_id=data.get("run_id") or None,
+        )
+
+    def log_fields(self) -> dict[str, Any]:
+        """Returns the record as flat fields for a structured log line."""
+        fields = {k: v for k, v in self.to_json().items() if k in _LOGGED}
+        return {**fields, "effects": list(self.call_effects), "outcomes": list(self.call_outcomes)}
+
+
+_LOGGED = frozenset({"app_name", "user_id", "session_id", "call_event_id", "synthetic_event_id",
+                     "invocation_id", "call_ids", "tool_names", "reason", "trigger"})
+"""The fields of :meth:`HealRecord.to_json` a log line carries (with each call's effect and
+outcome)."""
 
 
 def _parallel(values: tuple[str, ...], count: int) -> tuple[str, ...]:

@@ -39,32 +39,12 @@ from ..policy import CallOutcome, HealPolicy
 from .adk_compat import INVOCATION_ABORTED, readable_event_data
 from .event_access import ADK_EVENTS, HEAL_METADATA_KEY, EventAccess
 from .findings import SessionFindings
-from .heal_plan import HEAL_ID_SUFFIX, HealPlan, heal_event_id, plan_heals
+from .heal_plan import HealPlan, plan_heals
 from .heal_record import HealRecord, HealTrigger
 from .session_key import SessionKey
 
 if TYPE_CHECKING:  # imported where an Event is built: planning from stored JSON needs none
     from google.adk.events.event import Event
-
-__all__ = [
-    "HEAL_ERROR_MESSAGE",
-    "HEAL_ID_SUFFIX",
-    "MARKER_VERSION",
-    "SEAL_KEY",
-    "Heal",
-    "HealPlan",
-    "SessionHeals",
-    "apply_heals",
-    "build_heal_event",
-    "build_heals",
-    "build_marker",
-    "event_digest",
-    "heal_event_data",
-    "heal_event_id",
-    "plan_heals",
-    "plan_session",
-    "row_seal",
-]
 
 E = TypeVar("E")
 

@@ -13,8 +13,6 @@ from typing import TypeVar
 
 from .event_access import EventAccess
 
-__all__ = ["live_mask", "supersession_boundary"]
-
 E = TypeVar("E")
 
 

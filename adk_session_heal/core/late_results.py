@@ -30,9 +30,6 @@ from typing import Any, TypeVar
 from .event_access import ADK_EVENTS, EventAccess
 from .pairing import pair
 
-__all__ = ["RESOLVED_REASON", "LateResult", "is_resolution", "late_results",
-           "superseding_answers"]
-
 RESOLVED_REASON = "resolved"
 """The marker ``reason`` of an operator's resolution (the call's true outcome)."""
 

@@ -39,21 +39,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-__all__ = [
-    "EMPTY_STEP",
-    "CallOccurrence",
-    "IdlessRule",
-    "OrphanedResponse",
-    "Pairing",
-    "Ref",
-    "Step",
-    "answered_once",
-    "pair",
-    "repeated_ids",
-    "response_owners",
-]
-
-
 Ref = tuple[str | None, str]
 """One function-call or function-response part: ``(id or None, name)``.
 

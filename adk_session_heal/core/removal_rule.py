@@ -38,8 +38,6 @@ from .healing import SEAL_KEY, event_digest, row_seal
 from .late_results import late_results
 from .pairing import pair
 
-__all__ = ["removal_problem"]
-
 E = TypeVar("E")
 
 

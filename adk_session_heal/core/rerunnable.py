@@ -29,8 +29,6 @@ from ..policy import HealPolicy, ToolEffect
 from .event_access import ADK_EVENTS, EventAccess
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings
 
-__all__ = ["RERUN_METADATA_KEY", "deferring", "rerunnable_calls"]
-
 E = TypeVar("E")
 
 RERUN_METADATA_KEY = "adk_session_heal_rerun"

@@ -46,23 +46,6 @@ from .late_results import RESOLVED_REASON, is_resolution, superseding_answers
 from .session_key import SessionKey
 from .tool_runs import as_response, redacted
 
-__all__ = [
-    "MAX_INT_DIGITS",
-    "MAX_RESPONSE_DEPTH",
-    "RESOLUTION_ID_SUFFIX",
-    "REVIEWED_EFFECTS",
-    "REVIEWED_OUTCOMES",
-    "ResolutionError",
-    "ReviewEntry",
-    "check_response",
-    "check_text",
-    "describe_answer",
-    "parse_response",
-    "plan_resolution",
-    "resolution_id",
-    "review_entries",
-]
-
 REVIEWED_EFFECTS = frozenset({ToolEffect.SIDE_EFFECT.value, ToolEffect.UNKNOWN.value})
 """Tool effects whose dead calls a person should check."""
 

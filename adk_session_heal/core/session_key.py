@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["SessionKey"]
-
 
 class _SessionLike(Protocol):
     app_name: str

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 from .session_key import SessionKey
 
-__all__ = ["SQLITE_FUNCTION", "Shard", "bucket"]
-
 SQLITE_FUNCTION = "adk_session_heal_bucket"
 """The SQL function (3 text arguments) registered on SQLite connections: :func:`bucket`."""
 

@@ -28,8 +28,6 @@ from google.adk.tools.base_toolset import BaseToolset
 
 from ..policy import ToolEffect
 
-__all__ = ["effect_from_annotations", "tool_effects_from"]
-
 _CAUTION = {ToolEffect.READ_ONLY: 0, ToolEffect.IDEMPOTENT: 1, ToolEffect.UNKNOWN: 2,
             ToolEffect.SIDE_EFFECT: 3}
 

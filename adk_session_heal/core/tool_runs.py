@@ -41,19 +41,6 @@ from typing import Any, Protocol
 from ..policy import CallOutcome
 from .session_key import SessionKey
 
-__all__ = [
-    "DEFAULT_LEASE_SECONDS",
-    "DEFAULT_MAX_RESULT_BYTES",
-    "RunState",
-    "ToolRun",
-    "ToolRunReader",
-    "redacted",
-    "run_outcome",
-    "as_response",
-    "kept_result",
-    "stored_result",
-]
-
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a started run's lease lasts without a heartbeat (renewed every third of it)."""
 

@@ -69,8 +69,6 @@ from .pairing import CallOccurrence, Step, repeated_ids
 if TYPE_CHECKING:
     from .event_access import EventAccess
 
-__all__ = ["judge_unhealable"]
-
 E = TypeVar("E")
 
 _OPEN = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE, CallStatus.IN_FLIGHT})

@@ -7,7 +7,5 @@ version.
 
 from __future__ import annotations
 
-__all__ = ["JSON_FORMAT"]
-
 JSON_FORMAT = 1
 """``"version"`` of the scan, repair, history and db documents."""

@@ -42,8 +42,6 @@ from ..store.ledger.migrations import Revision
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
 
-__all__ = ["current_json", "history_json", "migration_json"]
-
 
 def migration_json(command: Literal["db upgrade", "db downgrade"], url: StoreUrl, *,
                    target: str, revision: str | None, head: str,

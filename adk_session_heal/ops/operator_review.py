@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.event_access import STORED_JSON
+from ..core.heal_record import HealTrigger
 from ..core.late_results import is_resolution, late_results
 from ..core.review import (
     ReviewEntry,
@@ -40,8 +41,10 @@ from ..core.review import (
     plan_resolution,
     review_entries,
 )
+from ..core.session_decision import SessionView, decide
 from ..core.session_key import SessionKey
-from ..errors import LedgerError, ResolutionError
+from ..errors import ResolutionError
+from ..policy import DEFAULT_CLOCK_SKEW, HealPolicy
 from ..store import SessionFilter, SessionStore, open_store
 from ..store.base import (
     Removal,
@@ -51,20 +54,11 @@ from ..store.base import (
     StoredSession,
 )
 from ..store.engines import TimeoutArg
-from ..store.ledger.heal_ledger import missing_ledger_message
-from ..store.ledger.heal_table import RESOLUTIONS_REVISIONS
+from ..store.ledger.revisions import Feature, require
+from ..store.ledger.tool_run_reader import tool_run_reader
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
-from .scan_report import counted
-
-__all__ = [
-    "REVIEW_COLUMNS",
-    "ResolveReport",
-    "ReviewReport",
-    "default_reviewer",
-    "resolve",
-    "review",
-]
+from .text_output import counted
 
 REVIEW_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id", "call_id",
                   "tool_name", "args", "timestamp", "age_seconds", "status", "tool_effect",
@@ -178,7 +172,7 @@ async def review(
     *,
     where: SessionFilter | None = None,
     stale_after: float | None = None,
-    clock_skew: float = 300.0,
+    clock_skew: float = DEFAULT_CLOCK_SKEW,
     now: float | None = None,
     timeout: TimeoutArg = None,
 ) -> ReviewReport:
@@ -192,22 +186,24 @@ async def review(
         now: The clock (default: now).
         timeout: How long to wait for a database server.
     """
-    from .bulk import classify_stored, tool_runs_of
-
     clock = time.time() if now is None else now
+    policy = HealPolicy(stale_after=stale_after, clock_skew=clock_skew)
     store = await open_store(url, timeout=timeout)
     report = ReviewReport(str(store), clock)
     try:
-        async with tool_runs_of(store, timeout) as tool_runs:
+        async with tool_run_reader(store, timeout) as tool_runs:
             async for stored in store.stream_sessions(where or SessionFilter()):
                 if stored.damaged:
                     report.damaged_sessions += 1
                     continue
                 try:
-                    findings = await classify_stored(stored, tool_runs, now=clock,
-                                                     stale_after=stale_after,
-                                                     clock_skew=clock_skew)
-                    report.calls.extend(review_entries(stored.events, findings, stored.key))
+                    decision = await decide(
+                        SessionView(stored.key, stored.events, STORED_JSON,
+                                    seen_events=len(stored.events)),
+                        policy, now=clock, trigger=HealTrigger.REVIEW, tool_runs=tool_runs,
+                        plan=False)
+                    report.calls.extend(review_entries(stored.events, decision.findings,
+                                                       stored.key))
                 except (TypeError, AttributeError, ValueError):
                     report.damaged_sessions += 1
     finally:
@@ -287,8 +283,8 @@ async def resolve(
     check_text(who, "the resolver's name (--by)")
     store = await open_store(url, writable=True, timeout=timeout)
     try:
-        if ledger and (revision := await store.ledger_revision()) not in RESOLUTIONS_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision), missing=True)
+        if ledger:
+            require(store, await store.ledger_revision(), Feature.RESOLUTIONS)
         stored = await _find(store, where or SessionFilter(), call_id)
         events = stored.events
         newest = _newest_answer(events, call_id)

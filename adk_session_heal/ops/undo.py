@@ -32,14 +32,12 @@ from ..errors import LedgerError
 from ..store import SessionStore, open_store
 from ..store.base import Removal, RemovalReason, RemoveOutcome
 from ..store.engines import TimeoutArg
-from ..store.ledger.heal_ledger import missing_ledger_message, open_heal_ledger
-from ..store.ledger.heal_table import RUNS_REVISIONS
+from ..store.ledger.heal_ledger import open_heal_ledger
 from ..store.ledger.repair_runs import RepairRun, RunKind, new_run_id, this_host
+from ..store.ledger.revisions import Feature, require
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
-from .scan_report import counted
-
-__all__ = ["UNDO_COLUMNS", "UndoReport", "plan_undo", "undo"]
+from .text_output import counted
 
 UNDO_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id",
                 "synthetic_event_id", "call_ids", "outcome")
@@ -178,9 +176,7 @@ async def undo(
     clock = time.time() if now is None else now
     store = await open_store(url, writable=not dry_run, timeout=timeout)
     try:
-        revision = await store.ledger_revision()
-        if revision not in RUNS_REVISIONS:
-            raise LedgerError(missing_ledger_message(store, revision), missing=True)
+        require(store, await store.ledger_revision(), Feature.RUNS)
         assert store.url is not None
         ledger = open_heal_ledger(store.url, timeout=timeout)
         try:

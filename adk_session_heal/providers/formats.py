@@ -31,16 +31,6 @@ from typing import Any, NamedTuple
 from google.adk.events.event import Event
 from google.genai import types
 
-__all__ = [
-    "Turn",
-    "convert",
-    "to_anthropic",
-    "to_gemini",
-    "to_openai_chat",
-    "to_openai_responses",
-    "turns",
-]
-
 
 class Turn(NamedTuple):
     """One content of a history, in a provider-neutral form.

@@ -65,32 +65,6 @@ from google.genai import types
 from ..core.event_access import content_step, json_content_step
 from ..core.pairing import EMPTY_STEP, Pairing, Ref, Step, pair, repeated_ids
 
-__all__ = [
-    "PROVIDERS",
-    "AlternationRole",
-    "AnthropicBlock",
-    "GeminiContent",
-    "Provider",
-    "Verdict",
-    "alternation_roles",
-    "anthropic_results_not_first",
-    "anthropic_turns",
-    "anthropic_verdict",
-    "call_turn_in_order",
-    "contents_verdict",
-    "gemini_miscounted",
-    "gemini_steps",
-    "gemini_verdict",
-    "mixed_result_turns",
-    "openai_chat_steps",
-    "openai_chat_verdict",
-    "openai_responses_steps",
-    "openai_responses_verdict",
-    "repeated_call_ids",
-    "same_role_repeats",
-    "whole",
-]
-
 Provider = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
 """A provider request format with a rule here."""
 

@@ -51,18 +51,6 @@ from .provider_rules import (
     same_role_repeats,
 )
 
-__all__ = [
-    "NOTHING_PENDING",
-    "REPAIR_REASON",
-    "Pending",
-    "RequestFix",
-    "merge_same_role_contents",
-    "plan_request_fix",
-    "repair_anthropic",
-    "repair_contents",
-    "repair_openai_chat",
-]
-
 REPAIR_REASON = "unanswered"
 """The :attr:`DeadCall.reason` a payload function sees for a call answered in a request."""
 

@@ -59,9 +59,7 @@ from .provider_rules import (
     anthropic_verdict,
     contents_verdict,
     gemini_miscounted,
-    gemini_steps,
     mixed_result_turns,
-    openai_chat_steps,
     openai_chat_verdict,
     openai_responses_verdict,
     repeated_call_ids,
@@ -71,25 +69,6 @@ from .provider_rules import (
 if TYPE_CHECKING:
     from google.adk.agents import BaseAgent
     from google.adk.sessions import Session
-
-__all__ = [
-    "PROVIDERS",
-    "AnthropicBlock",
-    "Problem",
-    "Provider",
-    "adk_request_contents",
-    "adk_request_problems",
-    "anthropic_turns",
-    "gemini_steps",
-    "openai_chat_steps",
-    "provider_problems",
-    "validate",
-    "validate_alternation",
-    "validate_anthropic",
-    "validate_gemini",
-    "validate_openai_chat",
-    "validate_openai_responses",
-]
 
 ProblemCode = Literal[
     "unanswered_call", "orphaned_result", "duplicate_result", "turn_order", "count_mismatch",

@@ -55,14 +55,6 @@ if TYPE_CHECKING:
 # store layer and SQLAlchemy are imported by the factory, when ADK first
 # builds a session service from a heal+ URI.
 
-__all__ = [
-    "HEALABLE_SCHEMES",
-    "HEAL_PREFIX",
-    "healing_session_service_from_uri",
-    "inner_session_uri",
-    "register_healing_session_services",
-]
-
 HEAL_PREFIX = "heal+"
 """What turns a session URI ADK accepts into its healing variant."""
 

@@ -76,13 +76,15 @@ from google.adk.tools.base_tool import BaseTool
 from google.genai import types
 
 from ..core.adk_compat import merge_function_responses, run_function_calls
-from ..core.findings import HEALABLE, CallFinding, classify
+from ..core.event_access import ADK_EVENTS
+from ..core.findings import HEALABLE, CallFinding
+from ..core.heal_record import HealTrigger
 from ..core.rerunnable import RERUN_METADATA_KEY, rerunnable_calls
+from ..core.session_decision import SessionView, decide
+from ..core.session_key import SessionKey
 from ..core.tool_effects import tool_effects_from
 from ..observe import report_rerun
 from ..policy import HealPolicy, ToolEffect
-
-__all__ = ["RerunSafeCallsPlugin"]
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -131,9 +133,12 @@ class RerunSafeCallsPlugin(BasePlugin):
         now = time.time()
         incoming = Event(invocation_id=context.invocation_id, author="user", content=message,
                          timestamp=now)
-        findings = classify([*events, incoming], now=now,
-                            stale_after=self.policy.stale_after_seconds,
-                            clock_skew=self.policy.clock_skew_seconds)
+        # The decision every healer makes, as on an append (the new message ends the
+        # invocations before it); no plan: these calls are answered by running them.
+        findings = (await decide(
+            SessionView(SessionKey.of(context.session), [*events, incoming], ADK_EVENTS,
+                        seen_events=None),
+            self.policy, now=now, trigger=HealTrigger.APPEND, plan=False)).findings
         if not findings.needs_healing:
             return
         authors = sorted({events[c.event_index].author for c in findings.calls

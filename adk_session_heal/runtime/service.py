@@ -63,6 +63,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
@@ -73,11 +74,10 @@ from typing_extensions import override
 
 from ..core.clean_prefix import CleanPrefix, clean_prefix
 from ..core.event_access import ADK_EVENTS
-from ..core.findings import classify, with_tool_runs
 from ..core.heal_record import HealRecord, HealTrigger
-from ..core.healing import SessionHeals, apply_heals, plan_session
-from ..core.late_results import late_results
-from ..core.rerunnable import deferring, rerunnable_calls
+from ..core.healing import SessionHeals, apply_heals
+from ..core.late_results import LateResult, late_results
+from ..core.session_decision import SessionView, decide
 from ..core.session_key import SessionKey
 from ..core.tool_runs import ToolRunReader
 from ..errors import HealWriteError
@@ -87,8 +87,6 @@ from ..policy import HealPolicy
 if TYPE_CHECKING:
     from ..store import SessionStore
     from ..store.base import Removal
-
-__all__ = ["HealLedger", "HealingSessionService"]
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -152,7 +150,7 @@ class HealingSessionService(BaseSessionService):
             old; one whose lease expired (or whose run ended) is healed at
             once, worded by its outcome, a finished run's kept result
             written as its response (see
-            :func:`~adk_session_heal.core.findings.with_tool_runs`). If it cannot
+            :func:`~adk_session_heal.core.session_decision.with_tool_runs`). If it cannot
             be read, nothing is healed that time. Optional.
         clock: Returns the current POSIX time (for ages and markers).
     """
@@ -311,7 +309,7 @@ class HealingSessionService(BaseSessionService):
         now = self._clock()
         healed, oldest_call = _walk_back(session.events, event)
         if healed:
-            await self._take_back(session, now, warn=True)
+            await self._take_back(session, late_results(session.events), now, warn=True)
             return
         stale = self.policy.stale_after_seconds
         if stale is None or oldest_call is None:
@@ -321,7 +319,7 @@ class HealingSessionService(BaseSessionService):
         stored = await self._inner.get_session(
             app_name=session.app_name, user_id=session.user_id, session_id=session.id)
         if stored is not None and _walk_back(stored.events, event)[0]:
-            await self._take_back(stored, now, warn=True)
+            await self._take_back(stored, late_results(stored.events), now, warn=True)
 
     def _lock_for(self, session: Session) -> asyncio.Lock:
         key = (session.app_name, session.user_id, session.id)
@@ -383,27 +381,18 @@ class HealingSessionService(BaseSessionService):
         try:  # fail-open like the write: a healer must never break the user's turn
             if whole and self._clean_now(session, incoming):
                 return True
-            findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
-                                clock_skew=self.policy.clock_skew_seconds)
-            if whole and incoming is None and any(
-                    d.involves_heal for d in findings.duplicate_responses):
-                await self._take_back(session, now, warn=False)
-                events = session.events
-                findings = classify(events, now=now, stale_after=self.policy.stale_after_seconds,
-                                    clock_skew=self.policy.clock_skew_seconds)
-            if self._tool_runs is not None and (ids := findings.open_call_ids):
-                runs = await self._tool_runs.runs(SessionKey.of(session), ids)
-                findings = with_tool_runs(findings, runs, now=now,
-                                          clock_skew=self.policy.clock_skew_seconds)
-            if trigger is HealTrigger.GET_SESSION and self.policy.rerun_safe_calls:
-                findings = deferring(findings, rerunnable_calls(events, findings, self.policy))
-            if not findings.needs_healing:
-                return True
-            planned = plan_session(
-                events, findings, SessionKey.of(session), self.policy, trigger=trigger,
-                healed_at=now, seen_events=len(session.events) if whole else None,
-                before=len(session.events),
-            )
+            view = SessionView(SessionKey.of(session), events, ADK_EVENTS,
+                               seen_events=len(session.events) if whole else None,
+                               before=len(session.events))
+            decision = await decide(view, self.policy, now=now, trigger=trigger,
+                                    tool_runs=self._tool_runs)
+            if whole and incoming is None and decision.superseded:
+                await self._take_back(session, decision.superseded, now, warn=False)
+                view = replace(view, events=session.events, seen_events=len(session.events),
+                               before=len(session.events))
+                decision = await decide(view, self.policy, now=now, trigger=trigger,
+                                        tool_runs=self._tool_runs)
+            planned = decision.heals
         except Exception:
             if self.policy.raise_errors:
                 raise
@@ -458,11 +447,14 @@ class HealingSessionService(BaseSessionService):
             and self._ledger.shares_database(self._inner)
         )
 
-    async def _take_back(self, session: Session, now: float, *, warn: bool) -> None:
+    async def _take_back(self, session: Session, late: Sequence[LateResult], now: float, *,
+                         warn: bool) -> None:
         """Takes out of storage, and of ``session.events``, each heal a late result superseded.
 
         Args:
             session: The session as read (or as the runner holds it).
+            late: The superseded heals found in it
+                (:func:`~adk_session_heal.core.late_results.late_results`).
             now: The clock.
             warn: Say so (a WARNING) when the store cannot delete rows: as the
                 response is appended, not on every later read.
@@ -470,7 +462,6 @@ class HealingSessionService(BaseSessionService):
         from ..store import store_for_service
         from ..store.base import Removal, RemovalReason, RemoveOutcome
 
-        late = late_results(session.events)
         if not late:
             return
         store = store_for_service(self._inner, session)

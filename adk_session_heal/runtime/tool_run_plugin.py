@@ -89,8 +89,6 @@ from ..core.tool_runs import (
 )
 from ..errors import HealError
 
-__all__ = ["ToolRunLedger", "ToolRunLedgerPlugin"]
-
 logger = logging.getLogger("adk_session_heal")
 
 NOT_RECORDED_ERROR = (

@@ -8,7 +8,8 @@ sessions as raw rows, write a plan): ``sql_tables`` (``DatabaseSessionService``)
 ``append_event``); every ledger table in ``ledger/``.
 :func:`open_store` picks the adapter for a URL, :func:`store_for_service` the
 one for a session service; the wrapper and repair write through the same
-adapters. ``SessionFilter`` is public at the package root; the rest may change.
+adapters. ``SessionFilter`` (a plain value, read as SQL per engine by
+``session_filter_sql``) is public at the package root; the rest may change.
 """
 
 from __future__ import annotations
@@ -17,31 +18,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported on first use (below): `store.urls` alone stays light
-    from .base import (
-        DamagedRow,
-        Layout,
-        SessionFilter,
-        SessionStore,
-        StoredSession,
-        WriteOutcome,
-        WriteResult,
-    )
-    from .opening import open_store, store_for_service
+    # ``X as X``: the names this package serves, for type checkers (no ``__all__`` here).
+    from .base import DamagedRow as DamagedRow
+    from .base import Layout as Layout
+    from .base import SessionFilter as SessionFilter
+    from .base import SessionStore as SessionStore
+    from .base import StoredSession as StoredSession
+    from .base import WriteOutcome as WriteOutcome
+    from .base import WriteResult as WriteResult
+    from .opening import open_store as open_store
+    from .opening import store_for_service as store_for_service
 
-__all__ = [
-    "DamagedRow",
-    "Layout",
-    "SessionFilter",
-    "SessionStore",
-    "StoredSession",
-    "WriteOutcome",
-    "WriteResult",
-    "open_store",
-    "store_for_service",
-]
-
-_HOME = {name: "base" for name in __all__[:7]} | {
-    "open_store": "opening", "store_for_service": "opening"}
+_HOME = {
+    "DamagedRow": "base",
+    "Layout": "base",
+    "SessionFilter": "base",
+    "SessionStore": "base",
+    "StoredSession": "base",
+    "WriteOutcome": "base",
+    "WriteResult": "base",
+    "open_store": "opening",
+    "store_for_service": "opening",
+}
+"""The module of each name this package serves, imported on the name's first use."""
 
 
 def __getattr__(name: str) -> Any:

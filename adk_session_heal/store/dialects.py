@@ -12,8 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import UnsupportedStoreError
 
-__all__ = ["insert_new_rows", "prepare_write"]
-
 _MYSQL_DUPLICATE_KEY = frozenset({1022, 1062, 1586})
 """MySQL/MariaDB error codes that mean "a row with this key exists" (ER_DUP_KEY,
 ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME)."""

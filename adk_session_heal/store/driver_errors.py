@@ -19,15 +19,6 @@ from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .urls import StoreUrl
 
-__all__ = [
-    "CONNECT_ERRORS",
-    "DRIVER_EXTRAS",
-    "import_driver",
-    "lost_race",
-    "missing_driver_error",
-    "translate_error",
-]
-
 CONNECT_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, TypeError, ValueError)
 """What opening a connection can raise: SQLAlchemy's and the network's errors, timeouts
 (``OSError``), and a URL query option the driver's ``connect()`` refuses (``TypeError``,

@@ -33,14 +33,6 @@ from .driver_errors import import_driver
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
 
-__all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_STATEMENT_TIMEOUT",
-    "TimeoutArg",
-    "Timeouts",
-    "create_store_engine",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to wait for a database server to accept a connection and log in."""
 

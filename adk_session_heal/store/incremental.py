@@ -34,27 +34,13 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.durations import parse_duration
+
 if TYPE_CHECKING:
     from .base import SessionFilter
-
-__all__ = [
-    "UNSETTLED_TABLE_NAME",
-    "WATERMARKS_TABLE_NAME",
-    "Since",
-    "Watermark",
-    "check_request",
-    "column_seconds",
-    "column_text",
-    "parse_since",
-    "scope_id",
-    "scope_of",
-    "since_column",
-    "watermark_of",
-]
 
 UNSETTLED_TABLE_NAME = "adk_session_heal_unsettled"
 """Our table of the sessions each scope's last incremental run left unsettled (``0005``)."""
@@ -63,9 +49,6 @@ WATERMARKS_TABLE_NAME = "adk_session_heal_watermarks"
 """Our table of each scope's watermark (``0005``)."""
 
 _EPOCH = datetime.datetime(1970, 1, 1)
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 @dataclass(frozen=True, slots=True)
 class Since:
@@ -187,20 +170,22 @@ def parse_since(text: str, now: float) -> float:
     """Returns the POSIX seconds ``--since`` names.
 
     Args:
-        text: A duration before ``now`` (``90s``, ``15m``, ``2h``, ``3d``,
-            ``1w``, or several: ``1h30m``) or an ISO 8601 time (without an
-            offset: this host's local time).
+        text: A duration before ``now`` in the one grammar
+            (:func:`~adk_session_heal.core.durations.parse_duration`: ``90``,
+            ``15m``, ``1h30m``) or an ISO 8601 time (without an offset: this
+            host's local time).
         now: The clock.
 
     Raises:
         ValueError: ``text`` is neither (the message says what to write).
     """
-    spec = text.strip().lower()
-    if spec and _DURATION.sub("", spec).strip() == "":
-        return now - sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(spec))
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass  # not a duration: an ISO 8601 time, or the one line saying what to write
     try:
         moment = datetime.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"--since {text!r}: give a duration (90s, 15m, 2h, 3d) or an ISO "
+        raise ValueError(f"--since {text!r}: give a duration (90, 15m, 2h, 3d) or an ISO "
                          "8601 time (2026-11-26T09:00:00+00:00)") from None
     return moment.timestamp()

@@ -22,8 +22,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["loads"]
-
 _fast = msgspec.json.Decoder().decode
 _slow = json.loads
 

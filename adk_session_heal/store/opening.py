@@ -42,8 +42,6 @@ from .urls import StoreUrl, parse_store_url
 if TYPE_CHECKING:  # a store opened from a URL needs no ADK; one over a service imports it below
     from google.adk.sessions import BaseSessionService, Session
 
-__all__ = ["SUPPORTED_SCHEMA_VERSION", "open_store", "store_for_service"]
-
 SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
 

@@ -51,15 +51,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = [
-    "KEY_PARAMS",
-    "PREFILTER_DIALECTS",
-    "PREFILTER_PAYS",
-    "Columns",
-    "candidates_query",
-    "keyed_events_query",
-]
-
 PREFILTER_DIALECTS = frozenset({"postgresql", "mysql", "mariadb", "sqlite"})
 """SQLAlchemy dialect names the prefilter has a query for."""
 

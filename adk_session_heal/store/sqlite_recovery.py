@@ -35,8 +35,6 @@ from pathlib import Path
 from ..errors import ReadOnlyStoreError
 from .urls import StoreUrl
 
-__all__ = ["check_sqlite_writable", "readable_sqlite", "recover_sqlite"]
-
 _NEEDS_RECOVERY = frozenset({
     "SQLITE_READONLY_ROLLBACK",  # a hot rollback journal
     "SQLITE_READONLY_RECOVERY",  # a WAL whose index must be rebuilt

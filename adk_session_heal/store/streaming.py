@@ -34,8 +34,6 @@ from .driver_errors import translate_error
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
 
-__all__ = ["grouped_sessions", "server_chunks", "sqlite_chunks", "sqlite_functions"]
-
 _FETCH = 2_000
 
 

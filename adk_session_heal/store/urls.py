@@ -34,15 +34,6 @@ from sqlalchemy.exc import ArgumentError
 
 from ..errors import UnsupportedStoreError
 
-__all__ = [
-    "EXAMPLE_URLS",
-    "REDIS_KEY_PREFIX",
-    "StoreUrl",
-    "parse_store_url",
-    "parse_url_syntax",
-    "redact_url",
-]
-
 EXAMPLE_URLS = (
     "sqlite:///.adk/session.db, sqlite+aiosqlite:///sessions.db, "
     "postgresql+asyncpg://user:pass@host/db, mysql+aiomysql://user:pass@host/db, "
@@ -229,7 +220,7 @@ def parse_store_url(url: str) -> StoreUrl:
         raise UnsupportedStoreError(
             f"{redacted!r} has the unsupported URL scheme {parsed.drivername!r}: the CLI "
             f"reads ADK's SQL and Redis session stores ({EXAMPLE_URLS}); for other session "
-            "services use adk_session_heal.ops.bulk.scan_service()"
+            "services use adk_session_heal.ops.scan.scan_service()"
         )
     if backend == "sqlite":
         return _parse_sqlite(parsed, driver, redacted)

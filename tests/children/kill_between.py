@@ -18,7 +18,7 @@ from typing import Any
 from stores import APP, USER, Store
 
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.bulk import repair
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store.layouts import adk_sqlite, sql_tables

@@ -17,7 +17,7 @@ from typing import Any
 
 from redis.asyncio.connection import AbstractConnection
 
-from adk_session_heal.ops.bulk import repair
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy
 
 KILLED = 9

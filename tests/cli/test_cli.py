@@ -43,9 +43,9 @@ from stores import (
 )
 
 from adk_session_heal import testing
-from adk_session_heal.cli import URL_ENV, _Cli, _debug_option, parse_duration
+from adk_session_heal.cli import URL_ENV, _Cli, _debug_option
 from adk_session_heal.core.findings import classify
-from adk_session_heal.ops.scan_report import (
+from adk_session_heal.ops.text_output import (
     HISTORY_COLUMNS,
     REPAIR_COLUMNS,
     SCAN_COLUMNS,
@@ -311,15 +311,6 @@ async def test_history_without_ledger_and_db_current(tmp_path: Path) -> None:
         # ADK's SqliteSessionService still reads the file with our table beside its own.
         service = SqliteSessionService(str(store.sqlite_path))
         assert await service.get_session(app_name="app", user_id="user", session_id="ok")
-
-
-def test_parse_duration() -> None:
-    """Durations: plain seconds, s/m/h/d/w units, and combinations."""
-    assert parse_duration("90") == 90
-    assert parse_duration("1h30m") == 5400
-    assert parse_duration("7d") == 7 * 86400
-    with pytest.raises(ValueError):
-        parse_duration("1x")
 
 
 def test_database_service_is_untouched_by_sqlite_detection(tmp_path: Path) -> None:

@@ -36,9 +36,10 @@ from adk_session_heal.core.adk_compat import (
 )
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
-from adk_session_heal.core.healing import HEAL_ID_SUFFIX, heal_event_data, plan_heals
-from adk_session_heal.ops.bulk import repair
-from adk_session_heal.store.layouts.sql_tables import DATABASE_EVENTS_TABLE
+from adk_session_heal.core.heal_plan import HEAL_ID_SUFFIX
+from adk_session_heal.core.healing import heal_event_data, plan_heals
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
 from adk_session_heal.testing import History
 
 NOW = 1_700_100_000.0

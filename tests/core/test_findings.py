@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from adk_session_heal.core.findings import CallStatus, PendingReason, classify, with_tool_runs
+from adk_session_heal.core.findings import CallStatus, PendingReason, classify
 from adk_session_heal.core.healing import build_heal_event, plan_heals
-from adk_session_heal.core.tool_runs import RunState, ToolRun
-from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome, HealPolicy
+from adk_session_heal.policy import HealPolicy
 from adk_session_heal.testing import History
 
 NOW = 1_700_001_000.0
@@ -242,85 +241,3 @@ def test_a_heal_stored_after_later_turns_does_not_supersede_the_newest_invocatio
     assert by_id[live] is CallStatus.IN_FLIGHT
     assert {by_id[i] for i in plan.call_ids} == {CallStatus.ANSWERED}
     assert CallStatus.SUPERSEDED not in by_id.values()
-
-
-def _run(call_id: str, state: str, lease_until: float, result: dict | None = None) -> ToolRun:
-    return ToolRun(app_name="app", user_id="u", session_id="s", call_id=call_id, tool_name="f",
-                   invocation_id="i", state=RunState(state), host="h", pid=7, attempt=1,
-                   started_at=NOW - 50, lease_until=lease_until, result=result)
-
-
-def test_the_tool_run_ledger_keeps_live_leases_and_ends_dead_runs_at_once() -> None:
-    """A live lease keeps a superseded or stale call in flight; an expired lease or a finish
-    makes an in-flight call abandoned; calls without records and answered calls are left."""
-    h = History(start=NOW - 100)
-    h.user("q")
-    superseded = h.call("f")
-    h.user("again")
-    h.respond((h.call("f"), "f"))
-    ended, expired, silent, unrecorded = (h.call("f") for _ in range(4))
-    findings = classify(h.events, now=NOW)
-    assert findings.open_call_ids == (superseded, ended, expired, silent, unrecorded)
-    runs = {superseded: _run(superseded, "started", NOW + 5),
-            ended: _run(ended, "finished", NOW - 1, {"ok": True}),
-            expired: _run(expired, "started", NOW - 1),
-            silent: _run(silent, "announced", NOW - 1)}
-    fixed = with_tool_runs(findings, runs, now=NOW)
-    got = {c.call_id: (c.status, c.outcome, c.recovered, c.lease_holder) for c in fixed.calls}
-    assert got[superseded] == (CallStatus.IN_FLIGHT, CallOutcome.UNKNOWN, None, "h/7")
-    assert got[ended] == (CallStatus.ABANDONED, CallOutcome.FINISHED_RESULT_LOST, {"ok": True},
-                          None)
-    assert got[expired] == (CallStatus.ABANDONED, CallOutcome.MAY_HAVE_RUN, None, None)
-    assert got[silent] == (CallStatus.ABANDONED, CallOutcome.NOT_STARTED, None, None)
-    assert got[unrecorded] == (CallStatus.IN_FLIGHT, CallOutcome.UNKNOWN, None, None)
-    assert [c.call_id for c in fixed.dead] == [ended, expired, silent]
-    assert with_tool_runs(findings, {}, now=NOW) is findings
-    # The clock skew stretches a lease for a reader whose clock runs ahead.
-    skewed = with_tool_runs(findings, {expired: runs[expired]}, now=NOW, clock_skew=2)
-    assert {c.call_id: c.status for c in skewed.calls}[expired] is CallStatus.IN_FLIGHT
-
-
-def test_a_live_lease_keeps_its_whole_call_event_in_flight() -> None:
-    """Parallel calls: while one still holds its lease, the runner will answer them all in one
-    event, so a sibling that finished, failed or has no record is in flight too (that holder
-    named), even superseded; once no lease of the event is alive, each is decided by its own."""
-    h = History(start=NOW - 100)
-    h.user("q")
-    slow, done, failed, unrecorded = (str(i) for i in h.calls("f", "f", "f", "f"))
-    other = h.call("f")
-    h.user("again")
-    runs = {slow: _run(slow, "started", NOW + 5), done: _run(done, "finished", NOW - 1, {"ok": 1}),
-            failed: _run(failed, "failed", NOW - 1), other: _run(other, "finished", NOW - 1)}
-    findings = classify(h.events, now=NOW)
-    assert {c.status for c in findings.calls} == {CallStatus.SUPERSEDED}
-    fixed = with_tool_runs(findings, runs, now=NOW)
-    got = {c.call_id: (c.status, c.lease_holder) for c in fixed.calls}
-    assert got == {slow: (CallStatus.IN_FLIGHT, "h/7"), done: (CallStatus.IN_FLIGHT, "h/7"),
-                   failed: (CallStatus.IN_FLIGHT, "h/7"),
-                   unrecorded: (CallStatus.IN_FLIGHT, "h/7"),
-                   other: (CallStatus.SUPERSEDED, None)}  # another call event: its own record
-    assert [c.call_id for c in fixed.dead] == [other]
-    later = with_tool_runs(findings, runs, now=NOW + 6)  # the slow call's lease ran out
-    outcomes = {c.call_id: (c.status, c.outcome) for c in later.calls}
-    assert outcomes[slow] == (CallStatus.SUPERSEDED, CallOutcome.MAY_HAVE_RUN)
-    assert outcomes[done] == (CallStatus.SUPERSEDED, CallOutcome.FINISHED_RESULT_LOST)
-    assert outcomes[unrecorded] == (CallStatus.SUPERSEDED, CallOutcome.UNKNOWN)
-
-
-def test_a_heal_answers_with_the_ledger_s_outcome_or_the_recovered_result() -> None:
-    """The payload is worded by outcome; a finished run's result is the response, marked."""
-    h = History(start=NOW - 100)
-    h.user("q")
-    lost, started = (str(i) for i in h.calls("charge_card", "charge_card"))
-    runs = {lost: _run(lost, "finished", NOW - 1, {"status": "charged"}),
-            started: _run(started, "started", NOW - 1)}
-    findings = with_tool_runs(classify(h.events, now=NOW), runs, now=NOW)
-    (plan,) = plan_heals(h.events, findings, **KEY)
-    event = build_heal_event(plan, HealPolicy(), healed_at=NOW)
-    responses = [r.response for r in event.get_function_responses()]
-    assert responses[0] == {"status": "charged"}
-    assert responses[1] == {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN],
-                            "outcome": "may_have_run", "safe_to_retry": False}
-    marker = (event.custom_metadata or {})["adk_session_heal"]
-    assert marker["outcomes"] == ["finished_result_lost", "may_have_run"]
-    assert marker["recovered"] == [True, False] and marker["reason"] == "abandoned"

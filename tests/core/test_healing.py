@@ -12,13 +12,8 @@ from hypothesis import given, settings
 
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.findings import CallStatus, classify
-from adk_session_heal.core.healing import (
-    HEAL_ID_SUFFIX,
-    build_heal_event,
-    heal_event_id,
-    plan_heals,
-    row_seal,
-)
+from adk_session_heal.core.heal_plan import HEAL_ID_SUFFIX, heal_event_id
+from adk_session_heal.core.healing import build_heal_event, plan_heals, row_seal
 from adk_session_heal.policy import (
     DEFAULT_PAYLOAD,
     UNSAFE_RETRY_ERROR,

@@ -42,8 +42,8 @@ from adk_session_heal.core.review import MAX_RESPONSE_DEPTH, plan_resolution, re
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.errors import ResolutionError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.bulk import repair
 from adk_session_heal.ops.operator_review import ResolveReport, resolve
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy, ToolEffect
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import SessionFilter, open_store, store_for_service

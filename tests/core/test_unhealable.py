@@ -19,7 +19,8 @@ from google.genai import types
 from heal_lists import NOW, heal
 
 from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON
-from adk_session_heal.core.findings import HEALABLE, CallStatus, classify, with_tool_runs
+from adk_session_heal.core.findings import HEALABLE, CallStatus, classify
+from adk_session_heal.core.session_decision import with_tool_runs
 from adk_session_heal.core.tool_runs import RunState, ToolRun
 from adk_session_heal.providers.validators import PROVIDERS, provider_problems
 from adk_session_heal.testing import History

@@ -44,11 +44,12 @@ from adk_session_heal.core.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.bulk import apply_plan, plan_repair, repair, scan
+from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.layouts.adk_sqlite import sqlite_heal_row
-from adk_session_heal.store.layouts.sql_tables import (
+from adk_session_heal.store.layouts.sql_event_rows import (
     DATABASE_EVENTS_TABLE,
     database_event_row,
     heal_row,
@@ -295,7 +296,7 @@ async def test_sigkill_during_repair_then_rerun(kind: str, tmp_path: Path) -> No
 @pytest.mark.parametrize("kind", ["db_sqlite", "postgres", "mariadb"])
 async def test_batched_insert_reports_exactly_what_it_wrote(kind: str, tmp_path: Path) -> None:
     """The batched insert skips existing keys and flags each row written or not."""
-    from adk_session_heal.store.layouts.sql_tables import insert_database_events_batch
+    from adk_session_heal.store.layouts.sql_event_rows import insert_database_events_batch
 
     async for store in make_store(kind, tmp_path):
         histories = crashed_histories()

@@ -27,7 +27,7 @@ from stores import (
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.session_key import SessionKey
-from adk_session_heal.ops.bulk import scan, scan_service
+from adk_session_heal.ops.scan import scan, scan_service
 from adk_session_heal.ops.scan_report import CallEntry
 from adk_session_heal.store import Layout, SessionFilter, open_store
 from adk_session_heal.testing import History
@@ -85,7 +85,7 @@ async def test_scan_reports_calls_a_heal_would_make_worse_and_repair_leaves_them
         adk_store: Store) -> None:
     """Nameless, id-sharing and out-of-turn dead calls are listed apart, with why, and repair
     heals only the call beside them."""
-    from adk_session_heal.ops.bulk import repair
+    from adk_session_heal.ops.repair import repair
     from adk_session_heal.policy import HealPolicy
 
     await fill(adk_store, unhealable_histories())

@@ -1,4 +1,4 @@
-"""The report's line formats, pure: TSV fields, columns, durations, the "why" of a call,
+"""The reports, pure: scan and repair records, TSV columns, the repair's summary line,
 and the reports' short reprs."""
 
 from __future__ import annotations
@@ -6,30 +6,23 @@ from __future__ import annotations
 import pytest
 from stores import crashed_histories
 
-from adk_session_heal.cli import parse_duration
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.heal_record import HealRecord, HealTrigger
 from adk_session_heal.core.healing import plan_session
 from adk_session_heal.core.review import ReviewEntry
 from adk_session_heal.core.session_key import SessionKey
-from adk_session_heal.ops.bulk import RepairPlan
 from adk_session_heal.ops.operator_review import ReviewReport
+from adk_session_heal.ops.repair import RepairPlan
+from adk_session_heal.ops.repair_report import HealEntry, RepairReport
 from adk_session_heal.ops.scan_report import (
-    REPAIR_COLUMNS,
-    SCAN_COLUMNS,
     CallEntry,
     DamagedEntry,
-    HealEntry,
-    RepairReport,
     ResponseEntry,
     ScanReport,
     SupersededEntry,
-    call_why,
-    format_duration,
-    tsv_field,
-    tsv_lines,
 )
+from adk_session_heal.ops.text_output import REPAIR_COLUMNS, SCAN_COLUMNS, tsv_lines
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.store.base import WriteOutcome
 from adk_session_heal.store.urls import parse_store_url
@@ -56,14 +49,6 @@ def _report() -> ScanReport:
     report.superseded_heals.append(SupersededEntry("app", "user", "u", "e1-heal", "e1", ("c1",),
                                                    ("tool",), ("e7",)))
     return report
-
-
-def test_tsv_field_escapes_and_flattens() -> None:
-    """null is empty, booleans lower case, lists comma-joined, objects compact JSON,
-    and tab, newline, CR and backslash escaped so one record stays one line."""
-    assert [tsv_field(v) for v in (None, True, False, 1.5, ["a", "b"], {"k": [1]})] == [
-        "", "true", "false", "1.5", "a,b", '{"k":[1]}']
-    assert tsv_field("a\tb\nc\rd\\e") == "a\\tb\\nc\\rd\\\\e"
 
 
 def test_every_record_key_has_a_column() -> None:
@@ -99,27 +84,6 @@ def test_records_are_the_json_lists_entries() -> None:
     assert document["version"] == 1 and document["counts"]["in_flight_calls"] == 1
     assert "in_flight_calls" not in report.summary_json()
     assert "1 in flight, 1 pending" in report.summary_line()
-
-
-def test_why_each_call_is_or_is_not_healed() -> None:
-    """Each status gets one line; an in-flight call names the age at which it would be dead."""
-    dead_after = 86400.0 + 300.0
-    assert "later invocation" in call_why("superseded", None, dead_after)
-    assert "1d5m" in call_why("stale", None, dead_after)
-    assert "younger than 1d5m" in call_why("in_flight", None, dead_after)
-    assert "never healed" in call_why("in_flight", None, None)
-    assert "confirmation" in call_why("pending", "awaiting_confirmation_or_credential", None)
-    assert "no call id" in call_why("id_less", None, None)
-
-
-def test_format_duration_reads_back_as_a_duration() -> None:
-    """Durations print in --older-than's units: exactly, or (ages) the two largest in a row."""
-    samples = (0, 45, 90, 86400 + 300, 90061, 3 * 3600 + 6)
-    assert [format_duration(s) for s in samples] == [
-        "0s", "45s", "1m30s", "1d5m", "1d1h1m1s", "3h6s"]
-    assert [format_duration(s, exact=False) for s in samples] == [
-        "0s", "45s", "1m30s", "1d", "1d1h", "3h"]
-    assert all(parse_duration(format_duration(s)) == s for s in samples)
 
 
 def _many_heals(count: int) -> RepairReport:

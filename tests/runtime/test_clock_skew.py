@@ -28,7 +28,7 @@ from slow_tool_run import FINAL_TEXT
 from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.cli import main as cli_main
 from adk_session_heal.core.findings import CallStatus, classify
-from adk_session_heal.ops.bulk import scan
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.policy import DEFAULT_CLOCK_SKEW
 from adk_session_heal.testing import History
 

@@ -34,7 +34,7 @@ from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.ledger import SqlToolRunLedger
-from adk_session_heal.ops.bulk import repair
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import LEDGER_ERRORS, NOT_STARTED_ERROR, CallOutcome
 from adk_session_heal.testing import ScriptedModel
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from damage_histories import answered_then_superseded, dead
 from stores import fill, make_store
 
-from adk_session_heal.ops.bulk import scan
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.store.collector import fewer_collections
 
 

@@ -43,7 +43,8 @@ from stores import (
 
 from adk_session_heal import migrate
 from adk_session_heal.errors import StoreError
-from adk_session_heal.ops.bulk import apply_plan, plan_repair, repair, scan
+from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.ops.scan_report import ScanReport
 from adk_session_heal.policy import HealPolicy
 

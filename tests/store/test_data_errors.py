@@ -36,7 +36,7 @@ from stores import APP, USER, Store, close, fill, make_store, snapshot
 from adk_session_heal import migrate
 from adk_session_heal.errors import HealWriteError, StoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.bulk import repair
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import open_store

@@ -57,7 +57,7 @@ from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.findings import HEALABLE, SessionFindings, classify
 from adk_session_heal.core.heal_plan import plan_heals
 from adk_session_heal.core.heal_record import HealRecord
-from adk_session_heal.ops.bulk import apply_plan, plan_repair, repair
+from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.providers.validators import PROVIDERS, provider_problems
 from adk_session_heal.runtime.service import HealingSessionService

@@ -37,7 +37,8 @@ from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.shards import Shard
-from adk_session_heal.ops.bulk import repair, scan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.ops.scan_report import ScanReport
 from adk_session_heal.ops.undo import undo
 from adk_session_heal.store import SessionFilter

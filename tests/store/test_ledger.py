@@ -92,7 +92,7 @@ def test_sql_ledger_satisfies_the_wrappers_protocol() -> None:
 
 async def test_wrapper_records_and_repair_does_not_heal_twice(adk_store: Store) -> None:
     """A heal written by the wrapper is in the ledger once, and repair then heals nothing."""
-    from adk_session_heal.ops.bulk import repair
+    from adk_session_heal.ops.repair import repair
     from adk_session_heal.runtime.service import HealingSessionService
 
     await fill(adk_store, {"dead": crashed_histories()["dead"]})

@@ -119,9 +119,21 @@ def test_adk_sqlite_file_stays_adk_sqlite(tmp_path: Path) -> None:
 
 def test_the_head_revision_known_without_alembic_is_the_scripts_head() -> None:
     """LEDGER_HEAD_REVISION (read where Alembic is not loaded) names the newest migration script."""
-    from adk_session_heal.store.ledger.heal_table import LEDGER_HEAD_REVISION
+    from adk_session_heal.store.ledger.revisions import LEDGER_HEAD_REVISION
 
     assert migrate.head_revision() == LEDGER_HEAD_REVISION
+
+
+def test_the_ordered_revision_list_is_the_scripts_order() -> None:
+    """The one list every feature check reads (store/ledger/revisions.py) is the Alembic
+    scripts' chain, oldest first."""
+    from adk_session_heal.store.ledger.revisions import REVISIONS, Feature, has
+
+    assert list(REVISIONS) == [r.id for r in reversed(migrate.revisions())]
+    assert {f.value for f in Feature} <= set(REVISIONS)
+    for feature in Feature:
+        assert has(REVISIONS[-1], feature) and not has(None, feature)
+        assert [has(r, feature) for r in REVISIONS] == [r >= feature.value for r in REVISIONS]
 
 
 # ---- the db commands: --sql, downgrade, current/history --json (issue 14, point 5) ----

@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from stores import Store, fill, make_store
 from ugly_histories import UGLY_OPS, Op, build_ugly
 
-from adk_session_heal.ops.bulk import repair, scan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.store import SessionFilter, open_store
 from adk_session_heal.testing import History
 

@@ -22,7 +22,7 @@ from adk_session_heal import HealingSessionService, HealPolicy
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
-from adk_session_heal.ops.bulk import repair
+from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome
 from adk_session_heal.store.ledger.tool_run_redis import RedisToolRunLedger
 

@@ -19,10 +19,10 @@ from stores import APP, KINDS, USER, bulk_fill, bulk_histories, make_store
 
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.shards import SQLITE_FUNCTION, Shard, bucket
-from adk_session_heal.ops.bulk import scan
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.store import SessionFilter, open_store
-from adk_session_heal.store.base import KEYS_PER_READ
 from adk_session_heal.store.layouts.sql_tables import SqlTablesStore
+from adk_session_heal.store.session_filter_sql import KEYS_PER_READ, events_in_order
 from adk_session_heal.testing import History
 
 NOW = 1_800_000_000.0
@@ -171,8 +171,8 @@ async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) ->
             assert isinstance(opened, SqlTablesStore)
             index = await opened._newest_first_index()
             assert index == "idx_events_app_user_session_ts_id"
-            query = SessionFilter().events_in_order(("id",), "id", "mysql",
-                                                    newest_first_index=index)
+            query = events_in_order(SessionFilter(), ("id",), "id", "mysql",
+                                    newest_first_index=index)
             assert query.newest_first
             sql = query.sql
             engine = create_async_engine(store.url)
@@ -182,8 +182,8 @@ async def test_mariadb_reads_along_adks_index_without_sorting(tmp_path: Path) ->
             finally:
                 await engine.dispose()
             assert not any("filesort" in row or "temporary" in row for row in plan), plan
-            by_key = SessionFilter(shard=Shard(1, 2)).events_in_order(
-                ("id",), "id", "mysql", newest_first_index=index)
+            by_key = events_in_order(SessionFilter(shard=Shard(1, 2)), ("id",), "id", "mysql",
+                                     newest_first_index=index)
             assert by_key.newest_first and by_key.keys is not None
             keys_sql, keys_params = by_key.keys_after(("app", "u", "s0000003"))
             page_sql, page_params = by_key.page(
@@ -236,8 +236,8 @@ async def test_sqlite_shard_hashes_each_session_once(tmp_path: Path) -> None:
                 return bucket(app, user, session)
 
             db.create_function(SQLITE_FUNCTION, 3, counted)
-            sql, params, newest_first, keys = SessionFilter(shard=Shard(1, 2)).events_in_order(
-                ("session_id", "id"), "id", "sqlite")
+            sql, params, newest_first, keys = events_in_order(
+                SessionFilter(shard=Shard(1, 2)), ("session_id", "id"), "id", "sqlite")
             assert not newest_first and keys is None
             plan = " | ".join(r[-1] for r in db.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "TEMP B-TREE" not in plan, plan

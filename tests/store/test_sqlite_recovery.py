@@ -28,7 +28,8 @@ from cli_runner import assert_one_line_error, cli
 from stores import APP, USER, Store, close, crashed_histories, fill, make_store
 
 from adk_session_heal.errors import ReadOnlyStoreError
-from adk_session_heal.ops.bulk import repair, scan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import scan
 
 NOW = 1_700_100_000.0
 

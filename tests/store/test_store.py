@@ -39,7 +39,8 @@ from stores import (
 
 from adk_session_heal import migrate
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
-from adk_session_heal.ops.bulk import apply_plan, plan_repair, repair, scan
+from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import Layout, SessionFilter, WriteOutcome, store_for_service
@@ -304,7 +305,7 @@ async def test_a_session_deleted_inside_the_write_transaction_costs_only_its_own
     as gone, its row refused by the foreign key without undoing the others."""
     async with temporary_database(kind) as url:
         await fill(Store(kind, url), {sid: crashed_histories()["dead"] for sid in "abc"})
-        plan = await plan_repair(url, policy=HealPolicy(), writing=True)
+        plan = await plan_repair(url, policy=HealPolicy(), writing=True, ledger=False)
         app = DatabaseSessionService(url)
         deleting: list[asyncio.Task[None]] = []
 

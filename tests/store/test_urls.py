@@ -43,7 +43,7 @@ def test_the_uri_given_to_adk_web_names_the_same_store(db_file: Path, prefix: st
     for plain in ("sqlite:///sessions.db", "sqlite+aiosqlite:///sessions.db",
                   "postgresql+asyncpg://u:secret@h/db"):
         assert str(parse_store_url(prefix + plain)) == str(parse_store_url(plain))
-    with pytest.raises(UnsupportedStoreError, match="bulk.scan_service"):
+    with pytest.raises(UnsupportedStoreError, match=r"ops\.scan\.scan_service"):
         parse_store_url(prefix + "memory://")
 
 
@@ -108,7 +108,7 @@ def test_sync_driver_is_refused_with_the_async_form(url: str, fix: str) -> None:
         ("sqlite:///:memory:", "in-memory"),
         ("sqlite+aiosqlite:///no/such/file.db", "no SQLite file"),
         ("memory://", "unsupported URL scheme"),
-        ("memory://", "adk_session_heal.ops.bulk.scan_service()"),
+        ("memory://", "adk_session_heal.ops.scan.scan_service()"),
         ("agentengine://123", "scan_service"),
         ("postgresql+asyncpg://u:secret@h", "names no database"),
         ("sqlite+pysqlcipher:///x.db", "SQLite driver"),

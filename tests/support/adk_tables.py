@@ -15,7 +15,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import Store
 
-from adk_session_heal.store.layouts.sql_tables import DATABASE_EVENTS_TABLE
+from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
 
 
 async def event_rows(store: Store) -> Any:

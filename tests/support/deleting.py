@@ -16,7 +16,7 @@ from pathlib import Path
 from google.adk.sessions import BaseSessionService
 from stores import APP, USER
 
-from adk_session_heal.ops.bulk import scan
+from adk_session_heal.ops.scan import scan
 
 DELETE_SESSIONS = 3000
 """Sessions of the delete-during-repair test, each with one dead call."""

@@ -22,7 +22,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy import select, update
 
 from adk_session_heal.core.session_key import SessionKey
-from adk_session_heal.store.layouts.sql_tables import DATABASE_EVENTS_TABLE
+from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
 
 Change = Callable[[dict[str, Any]], dict[str, Any]]
 """Returns the new JSON of an event, given its stored JSON."""

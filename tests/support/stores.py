@@ -34,7 +34,7 @@ from adk_session_heal.core.adk_compat import timestamp_to_column
 from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.store.layouts.adk_sqlite import insert_sqlite_events, sqlite_event_row
-from adk_session_heal.store.layouts.sql_tables import DATABASE_EVENTS_TABLE, database_event_row
+from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE, database_event_row
 from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import History
 

@@ -36,16 +36,11 @@ logic as a pure function.
 
 from __future__ import annotations
 
-from ...providers.request_repair import Pending
-from .adk_plugin import ToolAwareContextFilterPlugin
-from .window import ContentCounter, ContextWindow, Repair, content_chars, filter_contents
-
-__all__ = [
-    "ContentCounter",
-    "ContextWindow",
-    "Pending",
-    "Repair",
-    "ToolAwareContextFilterPlugin",
-    "content_chars",
-    "filter_contents",
-]
+# The package's names, re-exported explicitly (``X as X``: no ``__all__`` in a private layer).
+from ...providers.request_repair import Pending as Pending
+from .adk_plugin import ToolAwareContextFilterPlugin as ToolAwareContextFilterPlugin
+from .widening import Repair as Repair
+from .window import ContentCounter as ContentCounter
+from .window import ContextWindow as ContextWindow
+from .window import content_chars as content_chars
+from .window import filter_contents as filter_contents

@@ -22,9 +22,8 @@ from google.genai import types
 from ...core.findings import CallStatus, classify
 from ...policy import HealPolicy
 from ...providers.request_repair import NOTHING_PENDING, Pending, merge_same_role_contents
-from .window import ContentCounter, ContextWindow, Repair, content_chars
-
-__all__ = ["ToolAwareContextFilterPlugin", "pending_calls"]
+from .widening import Repair
+from .window import ContentCounter, ContextWindow, content_chars
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,6 @@ from collections.abc import Iterable, Sequence
 
 from google.genai import types
 
-__all__ = ["chosen_positions"]
-
 _Key = tuple[str | None, int, str | None, str | None, str | None]
 
 

@@ -35,8 +35,6 @@ from ...core.pairing import Step, response_owners
 if TYPE_CHECKING:
     from .window import ContextWindow
 
-__all__ = ["Trimmed", "full_trim", "tail_cut", "trim", "trim_read"]
-
 
 @dataclass(slots=True)
 class _Shape:

@@ -29,8 +29,6 @@ from typing import Literal
 from ...core.pairing import Step
 from ...providers.provider_rules import call_turn_in_order
 
-__all__ = ["Repair", "complete", "newest_human"]
-
 Repair = Literal["widen", "drop"]
 """How a custom filter's choice is completed: see :func:`complete`."""
 

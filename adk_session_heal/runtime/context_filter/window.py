@@ -38,8 +38,6 @@ from .matching import chosen_positions
 from .trimming import Trimmed, trim_read
 from .widening import Repair, complete, newest_human
 
-__all__ = ["ContentCounter", "ContextWindow", "Repair", "content_chars", "filter_contents"]
-
 logger = logging.getLogger(__name__)
 
 ContentCounter = Callable[[types.Content], int]

@@ -39,17 +39,13 @@ from ..base import (
     SessionStore,
     StoredSession,
     WriteResult,
-    checked,
     decide_removal,
     decide_resolution,
-    discount_planned,
-    outcomes,
-    removed,
 )
+from ..batch_outcomes import checked, discount_planned, outcomes, removed
 from ..driver_errors import translate_error
 from ..incremental import column_seconds
 from ..ledger.heal_table import (
-    INCREMENTAL_REVISIONS,
     LEDGER_TABLE,
     LEDGER_TABLE_NAME,
     LEDGER_VERSION_TABLE,
@@ -61,21 +57,14 @@ from ..ledger.heal_table import (
     unsettle_params,
     unsettle_sql,
 )
+from ..ledger.revisions import Feature, has
 from ..prefilter import PREFILTER_PAYS, Columns, candidates_query
+from ..session_filter_sql import events_in_order, where_clause
 from ..streaming import grouped_sessions, sqlite_chunks, sqlite_functions
 from ..urls import StoreUrl
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
     from google.adk.events.event import Event
-
-__all__ = [
-    "SQLITE_EVENT_COLUMNS",
-    "AdkSqliteStore",
-    "insert_sqlite_events",
-    "insert_sqlite_ledger_rows",
-    "sqlite_event_row",
-    "sqlite_heal_row",
-]
 
 SQLITE_EVENT_COLUMNS = (
     "id",
@@ -226,12 +215,13 @@ class AdkSqliteStore(SessionStore):
 
     async def count_sessions(self, where: SessionFilter) -> int:
         """Returns how many sessions match."""
-        clause, params = where.where("id", "sqlite", epoch_times=True)
+        clause, params = where_clause(where, "id", "sqlite", epoch_times=True)
         return await self._count(f"SELECT count(*) FROM sessions{clause}", params)
 
     async def newest_update(self, where: SessionFilter) -> float | None:
         """Returns the matching sessions' newest ``update_time`` (POSIX seconds)."""
-        clause, params = replace(where, since=None).where("id", "sqlite", epoch_times=True)
+        clause, params = where_clause(replace(where, since=None), "id", "sqlite",
+                                       epoch_times=True)
         try:
             async with self._connect(False) as db, db.execute(
                     f"SELECT max(update_time) FROM sessions{clause}", params) as cursor:
@@ -250,7 +240,7 @@ class AdkSqliteStore(SessionStore):
 
     async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
-        query = where.events_in_order(_READ.select, _READ.tie, "sqlite", epoch_times=True)
+        query = events_in_order(where, _READ.select, _READ.tie, "sqlite", epoch_times=True)
         async with aclosing(self._stream(query.sql, query.params)) as stream:
             async for stored in stream:
                 yield stored
@@ -266,7 +256,7 @@ class AdkSqliteStore(SessionStore):
         """
         if self.url is None or ("sqlite" not in PREFILTER_PAYS and not everywhere):
             return None
-        clause, params = where.where("session_id", "sqlite", epoch_times=True)
+        clause, params = where_clause(where, "session_id", "sqlite", epoch_times=True)
         total = await self._count(f"SELECT count(*) FROM events{clause}", params)
         return total, self._stream(candidates_query("sqlite", _READ, clause), params)
 
@@ -324,7 +314,7 @@ class AdkSqliteStore(SessionStore):
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
         """Takes heal rows of ours out, in one transaction (see the module docstring)."""
-        incremental = await self.ledger_revision() in INCREMENTAL_REVISIONS
+        incremental = has(await self.ledger_revision(), Feature.INCREMENTAL)
         try:
             async with self._connect(True) as db:
                 if not db.in_transaction:
@@ -346,7 +336,7 @@ class AdkSqliteStore(SessionStore):
         self, resolution: Heal, removal: Removal, *, ledger: bool
     ) -> ResolveResult:
         """Writes a resolution and takes out what it supersedes, in one transaction."""
-        incremental = await self.ledger_revision() in INCREMENTAL_REVISIONS
+        incremental = has(await self.ledger_revision(), Feature.INCREMENTAL)
         key = removal.key
         row = sqlite_heal_row(key, resolution)  # built before the write lock is taken
         try:

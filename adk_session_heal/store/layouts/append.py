@@ -50,9 +50,8 @@ from google.adk.sessions import BaseSessionService, Session
 from ...core.event_access import ADK_EVENTS
 from ...core.findings import HEALABLE, CallStatus, classify
 from ...core.healing import SessionHeals
-from ..base import Layout, SessionStore, WriteOutcome, WriteResult, checked, discount_planned
-
-__all__ = ["AppendStore"]
+from ..base import Layout, SessionStore, WriteOutcome, WriteResult
+from ..batch_outcomes import checked, discount_planned
 
 _UNANSWERED = HEALABLE | {CallStatus.IN_FLIGHT}
 """Statuses of a call that nothing answers (whatever its age)."""

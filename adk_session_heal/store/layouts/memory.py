@@ -36,8 +36,6 @@ from ..base import (
     decide_resolution,
 )
 
-__all__ = ["InMemoryStore"]
-
 
 class InMemoryStore(SessionStore):
     """Writes heals into an ``InMemorySessionService``'s stored sessions."""

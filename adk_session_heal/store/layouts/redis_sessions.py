@@ -28,18 +28,14 @@ caller's own event list instead: a process that loaded the session before a
 heal overwrites the heal (and any other write made since) with its next
 append; the next read plans the same heal id again.
 
-The heal ledger is a hash beside ADK's keys, ``adk_session_heal:ledger:{key
-prefix}`` (outside the prefix, so ADK's scans never read it): one field per
-heal, ``[app, user, session, synthetic event id]`` as JSON, holding the
-ledger row as JSON. It needs no migration. :class:`RedisHealLedger` records
-into it (the wrapper's ``ledger=``) and reads it back. A heal taken back out (a
+The heal ledger's keys sit beside ADK's (see
+:mod:`~adk_session_heal.store.ledger.heal_redis`). A heal taken back out (a
 late result superseded it) is cut from the value the same way, in the same
 kind of transaction, only if the one rule lets it go
 (:func:`~adk_session_heal.store.base.decide_removal`), its record pushed on
-the list ``adk_session_heal:removals:{key prefix}`` in the same EXEC. An
-operator's resolution is spliced in and the answer it supersedes cut out in
-one EXEC too, with its heal record, that removal's record and its own record
-(pushed on ``adk_session_heal:resolutions:{key prefix}``).
+the removals list in the same EXEC. An operator's resolution is spliced in
+and the answer it supersedes cut out in one EXEC too, with its heal record,
+that removal's record and its own record.
 """
 
 from __future__ import annotations
@@ -48,11 +44,9 @@ import json
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ...core.event_access import STORED_JSON
-from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.healing import Heal, SessionHeals
 from ...core.session_key import SessionKey
 from ...errors import StoreError, UnsupportedStoreError
@@ -68,82 +62,35 @@ from ..base import (
     StoredSession,
     WriteOutcome,
     WriteResult,
-    checked,
     decide_removal,
     decide_resolution,
-    discount_planned,
     stores_as_adk_does,
 )
-from ..driver_errors import import_driver, translate_error
+from ..batch_outcomes import checked, discount_planned
+from ..driver_errors import translate_error
 from ..engines import Timeouts
 from ..json_decode import loads as json_loads
-from ..ledger.heal_table import (
-    LEDGER_HEAD_REVISION,
-    heal_ledger_row,
-    ledger_row,
-    record_from_row,
-    removal_from_row,
-    removal_row,
-    resolution_from_row,
-    resolution_row,
+from ..ledger.heal_redis import (
+    LEDGER_KEY_PREFIX,
+    REMOVALS_KEY_PREFIX,
+    RESOLUTIONS_KEY_PREFIX,
+    ledger_field,
 )
-from ..ledger.repair_runs import (
-    RepairRun,
-    count_ids,
-    run_from_row,
-    run_row,
-    undone_run,
-    with_counts,
-)
+from ..ledger.heal_table import heal_ledger_row, removal_row, resolution_row
+from ..ledger.revisions import LEDGER_HEAD_REVISION
+from ..redis_clients import as_text, close_client, import_redis_asyncio, redis_errors
 from ..urls import REDIS_KEY_PREFIX, StoreUrl
 from .redis_values import ParsedSession, parse_session_value, with_heals, without_events
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
     from google.adk.events.event import Event
 
-__all__ = [
-    "ADK_REDIS_MODULE",
-    "LEDGER_KEY_PREFIX",
-    "RUNS_KEY_PREFIX",
-    "RedisHealLedger",
-    "RedisStore",
-    "open_redis_store",
-    "redis_client_for",
-    "stores_like_adk_redis",
-]
-
 ADK_REDIS_MODULE = "google.adk.integrations.redis"
 """Where ADK (2.7+) keeps ``RedisSessionService``."""
-
-LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
-"""The heal ledger's hash is this followed by ADK's key prefix."""
-
-REMOVALS_KEY_PREFIX = "adk_session_heal:removals:"
-"""The removals ledger's list is this followed by ADK's key prefix."""
-
-RESOLUTIONS_KEY_PREFIX = "adk_session_heal:resolutions:"
-"""The resolutions' list (one record per operator's resolution) is this followed by ADK's
-key prefix."""
-
-RUNS_KEY_PREFIX = "adk_session_heal:runs:"
-"""The runs' hash (run id -> run row as JSON) is this followed by ADK's key prefix."""
 
 _CHUNK = 100
 _MAX_ATTEMPTS = 50
 _MIN_SERVER = (6, 0)  # SET ... KEEPTTL
-
-
-def _redis_asyncio(url: StoreUrl | None = None) -> ModuleType:
-    """Imports ``redis.asyncio``, or raises the one-line error that says how to get it."""
-    return import_driver("redis.asyncio", url)
-
-
-def _redis_errors() -> tuple[type[Exception], type[Exception]]:
-    """Returns redis-py's ``(RedisError, WatchError)``."""
-    _redis_asyncio()
-    from redis.exceptions import RedisError, WatchError
-
-    return RedisError, WatchError
 
 
 def stores_like_adk_redis(service: object) -> bool:
@@ -157,11 +104,6 @@ def stores_like_adk_redis(service: object) -> bool:
     module = sys.modules.get(ADK_REDIS_MODULE)
     adk_class = getattr(module, "RedisSessionService", None)
     return isinstance(adk_class, type) and stores_as_adk_does(service, adk_class)
-
-
-def _text(value: str | bytes | None) -> str | None:
-    """A value or key as text (the client may or may not decode responses)."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _session_key(prefix: str, key: SessionKey) -> str:
@@ -259,20 +201,9 @@ def _all_objects(events: Sequence[Any]) -> bool:
     return all(isinstance(event, dict) for event in events)
 
 
-def _ledger_field(record: HealRecord) -> str:
-    """The heal's field in the ledger hash; a run's heal has its run id too (see ``0004``)."""
-    key = [record.app_name, record.user_id, record.session_id, record.synthetic_event_id]
-    return json.dumps(key if record.run_id is None else [*key, record.run_id])
-
-
 def _stored_json(heal: Heal) -> dict[str, Any] | None:
     """What :func:`~.redis_values.with_heals` stores for a run's heal (``None``: not digested)."""
     return json.loads(heal.event.model_dump_json()) if heal.record.run_id is not None else None
-
-
-async def _close_client(client: Any) -> None:
-    close = getattr(client, "aclose", None) or client.close  # aclose: redis-py 5.0.1+
-    await close()
 
 
 class RedisStore(SessionStore):
@@ -328,7 +259,7 @@ class RedisStore(SessionStore):
             "*" if part is None else _escape_glob(part) for part in parts)
         found: set[str] = set()
         async for key in self._client().scan_iter(match=pattern, count=1000):
-            found.add(_text(key) or "")
+            found.add(as_text(key) or "")
         return sorted(found)
 
     async def _sessions(
@@ -341,7 +272,7 @@ class RedisStore(SessionStore):
         (and the session key its Redis key names). Other JSON objects (app and
         user state) are not sessions and are passed over, as ADK does.
         """
-        RedisError, _ = _redis_errors()
+        RedisError, _ = redis_errors()
         try:
             keys = await self._keys(where)
             for first in range(0, len(keys), _CHUNK):
@@ -388,7 +319,7 @@ class RedisStore(SessionStore):
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False
     ) -> list[WriteResult]:
         """Applies the heals, one optimistic transaction per session (see the module)."""
-        RedisError, _ = _redis_errors()
+        RedisError, _ = redis_errors()
         results: list[WriteResult] = []
         try:
             for planned in batch:
@@ -400,19 +331,19 @@ class RedisStore(SessionStore):
     async def _write_session(
         self, planned: SessionHeals, ledger: bool, read_back: bool
     ) -> list[WriteResult]:
-        _, WatchError = _redis_errors()
+        _, WatchError = redis_errors()
         key = _session_key(self.key_prefix, planned.key)
         for _ in range(_MAX_ATTEMPTS):
             async with self._client().pipeline(transaction=True) as pipe:
                 await pipe.watch(key)
-                decision = _decide(planned, key, _text(await pipe.get(key)), read_back)
+                decision = _decide(planned, key, as_text(await pipe.get(key)), read_back)
                 if decision.value is None:
                     return decision.results
                 pipe.multi()
                 pipe.set(key, decision.value, keepttl=True)
                 if ledger:
                     for heal in decision.inserted:
-                        pipe.hsetnx(self.ledger_key, _ledger_field(heal.record),
+                        pipe.hsetnx(self.ledger_key, ledger_field(heal.record),
                                     json.dumps(heal_ledger_row(heal, _stored_json(heal))))
                 try:
                     await pipe.execute()
@@ -424,19 +355,19 @@ class RedisStore(SessionStore):
 
     async def remove(self, batch: Sequence[Removal], *, ledger: bool) -> list[RemoveOutcome]:
         """Cuts heals of ours out of their sessions, one optimistic transaction per removal."""
-        RedisError, _ = _redis_errors()
+        RedisError, _ = redis_errors()
         try:
             return [await self._remove_one(removal, ledger) for removal in batch]
         except (RedisError, OSError) as exc:
             raise self._error(exc, "write to") from exc
 
     async def _remove_one(self, removal: Removal, ledger: bool) -> RemoveOutcome:
-        _, WatchError = _redis_errors()
+        _, WatchError = redis_errors()
         key = _session_key(self.key_prefix, removal.key)
         for _ in range(_MAX_ATTEMPTS):
             async with self._client().pipeline(transaction=True) as pipe:
                 await pipe.watch(key)
-                raw = _text(await pipe.get(key))
+                raw = as_text(await pipe.get(key))
                 if raw is None:
                     return RemoveOutcome.ABSENT
                 parsed = _parsed(key, raw)
@@ -463,13 +394,13 @@ class RedisStore(SessionStore):
         self, resolution: Heal, removal: Removal, *, ledger: bool
     ) -> ResolveResult:
         """Splices a resolution in and cuts what it supersedes out, in one EXEC."""
-        RedisError, WatchError = _redis_errors()
+        RedisError, WatchError = redis_errors()
         key = _session_key(self.key_prefix, removal.key)
         try:
             for _ in range(_MAX_ATTEMPTS):
                 async with self._client().pipeline(transaction=True) as pipe:
                     await pipe.watch(key)
-                    raw = _text(await pipe.get(key))
+                    raw = as_text(await pipe.get(key))
                     if raw is None:
                         return ResolveResult(ResolveOutcome.GONE)
                     parsed = _parsed(key, raw)
@@ -490,7 +421,7 @@ class RedisStore(SessionStore):
                     pipe.set(key, without_events(value, placed, gone), keepttl=True)
                     if ledger:
                         if decision.insert:
-                            pipe.hsetnx(self.ledger_key, _ledger_field(resolution.record),
+                            pipe.hsetnx(self.ledger_key, ledger_field(resolution.record),
                                         json.dumps(heal_ledger_row(resolution,
                                                                    _stored_json(resolution))))
                         pipe.rpush(REMOVALS_KEY_PREFIX + self.key_prefix,
@@ -509,7 +440,7 @@ class RedisStore(SessionStore):
     async def close(self) -> None:
         """Closes the client if this store opened it."""
         if self._owns_client:
-            await _close_client(self._client())
+            await close_client(self._client())
 
 
 def _bad_option(url: StoreUrl, exc: Exception) -> UnsupportedStoreError:
@@ -541,8 +472,8 @@ async def open_redis_store(
             ones it takes, or (``writable``) the server is older than 6.0.
         StoreError: The server could not be reached.
     """
-    redis_asyncio = _redis_asyncio(url)
-    RedisError, _ = _redis_errors()
+    redis_asyncio = import_redis_asyncio(url)
+    RedisError, _ = redis_errors()
     try:
         waits = timeouts or Timeouts()
         # surrogateescape: a binary value reads as text that is reported damaged, not a crash.
@@ -562,180 +493,12 @@ async def open_redis_store(
                     "SET ... KEEPTTL, which needs Redis 6.0 or later"
                 )
     except (RedisError, OSError) as exc:
-        await _close_client(client)
+        await close_client(client)
         raise translate_error(exc, url, "connect to") from exc
     except (ValueError, TypeError) as exc:  # an option redis-py's connection refuses
-        await _close_client(client)
+        await close_client(client)
         raise _bad_option(url, exc) from exc
     except BaseException:
-        await _close_client(client)
+        await close_client(client)
         raise
     return RedisStore(lambda: client, url.redis_key_prefix, url, owns_client=True)
-
-
-def redis_client_for(url: str | StoreUrl) -> tuple[Any, str]:
-    """A new ``redis.asyncio`` client (decoding responses) and ADK's key prefix for a URL.
-
-    Raises:
-        UnsupportedStoreError: The URL is not a Redis one.
-    """
-    from ..urls import parse_store_url
-
-    store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-    if store_url.backend != "redis":
-        raise UnsupportedStoreError(f"{store_url} is not a Redis URL")
-    client = _redis_asyncio().from_url(store_url.redis_url(), decode_responses=True)
-    return client, store_url.redis_key_prefix
-
-
-class RedisHealLedger:
-    """The heal ledger of a Redis session store: one hash (see the module docstring).
-
-    Pass it as the wrapper's ``ledger=`` (it records after the heal is
-    written; ``repair`` records in the heal's own transaction).
-
-    Args:
-        client: A ``redis.asyncio`` client.
-        key_prefix: ADK's key prefix of the sessions it records.
-        owns_client: Close the client on :meth:`close`.
-    """
-
-    def __init__(
-        self, client: Any, *, key_prefix: str = REDIS_KEY_PREFIX, owns_client: bool = False
-    ) -> None:
-        self._client = client
-        self.key = LEDGER_KEY_PREFIX + key_prefix
-        self._owns_client = owns_client
-
-    @classmethod
-    def from_service(cls, service: Any) -> RedisHealLedger:
-        """The ledger beside a ``RedisSessionService``'s sessions, over its client."""
-        return cls(service._get_redis(), key_prefix=service.config.key_prefix)
-
-    @classmethod
-    def from_url(cls, url: str | StoreUrl) -> RedisHealLedger:
-        """Opens the ledger of a ``redis://`` store URL."""
-        client, key_prefix = redis_client_for(url)
-        return cls(client, key_prefix=key_prefix, owns_client=True)
-
-    async def record(self, records: Sequence[HealRecord]) -> None:
-        """Records heals; a heal already recorded keeps its first record."""
-        if not records:
-            return
-        async with self._client.pipeline(transaction=True) as pipe:
-            for record in records:
-                value = {**ledger_row(record), "effects": json.dumps(list(record.effects)),
-                         "outcomes": json.dumps(list(record.outcomes))}
-                pipe.hsetnx(self.key, _ledger_field(record), json.dumps(value))
-            await pipe.execute()
-
-    @property
-    def removals_key(self) -> str:
-        """The removals ledger's list for this key prefix."""
-        return REMOVALS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
-
-    async def record_removals(self, removals: Sequence[Removal]) -> None:
-        """Records heals taken back out of storage."""
-        if removals:
-            await self._client.rpush(self.removals_key,
-                                     *(json.dumps(removal_row(r)) for r in removals))
-
-    async def removals(self, *, session_id: str | None = None) -> list[Removal]:
-        """Returns the heals taken back out, oldest first (optionally of one session id)."""
-        found = [removal_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
-                 for value in await self._client.lrange(self.removals_key, 0, -1)]
-        return [r for r in found if session_id is None or r.key.session_id == session_id]
-
-    @property
-    def resolutions_key(self) -> str:
-        """The resolutions' list for this key prefix."""
-        return RESOLUTIONS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
-
-    async def resolutions(self, *, session_id: str | None = None) -> list[ResolutionRecord]:
-        """Returns every operator's resolution, oldest first (optionally of one session id)."""
-        found = [resolution_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
-                 for value in await self._client.lrange(self.resolutions_key, 0, -1)]
-        return [r for r in found if session_id is None or r.session_id == session_id]
-
-    @property
-    def runs_key(self) -> str:
-        """The runs' hash for this key prefix."""
-        return RUNS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
-
-    async def check(self, revisions: frozenset[str] | None = None) -> str:
-        """The ledger is keys created on first write: always current (see ``ledger_revision``)."""
-        return LEDGER_HEAD_REVISION
-
-    async def start_run(self, run: RepairRun) -> None:
-        """Records a run as it starts."""
-        await self._client.hset(self.runs_key, run.run_id, json.dumps(run_row(run)))
-
-    async def finish_run(self, run_id: str, finished_at: float, *, kept: int | None = None) -> None:
-        """Records that a run ended (and, for an undo, the rows it kept)."""
-        value = _text(await self._client.hget(self.runs_key, run_id))
-        if value is not None:
-            row = {**json.loads(value), "finished_at": finished_at, "kept": kept}
-            await self._client.hset(self.runs_key, run_id, json.dumps(row))
-
-    async def forget_run(self, run_id: str) -> None:
-        """Deletes the record of a run that failed before it wrote anything."""
-        await self._client.hdel(self.runs_key, run_id)
-
-    async def _rows(self) -> list[dict[str, Any]]:
-        return [json.loads(_text(value) or "{}")
-                for value in (await self._client.hgetall(self.key)).values()]
-
-    async def _removal_rows(self) -> list[dict[str, Any]]:
-        return [json.loads(_text(value) or "{}")
-                for value in await self._client.lrange(self.removals_key, 0, -1)]
-
-    async def runs(self, *, run_id: str | None = None) -> list[RepairRun]:
-        """Returns the runs, oldest first, counted from their rows (or just ``run_id``'s)."""
-        found = [run_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
-                 for value in (await self._client.hgetall(self.runs_key)).values()]
-        removals = await self._removal_rows()
-        return with_counts(
-            [run for run in found if run_id is None or run.run_id == run_id],
-            count_ids(row.get("run_id") for row in await self._rows()),
-            count_ids(row.get("run_id") for row in removals),
-            count_ids(undone_run(row["reason"], row["detail"]) for row in removals))
-
-    async def run_heals(self, run_id: str) -> list[tuple[HealRecord, str | None]]:
-        """Returns each heal row a run wrote, with the digest of the row it stored."""
-        found = [(record_from_row(SimpleNamespace(**row)), row.get("event_digest"))
-                 for row in await self._rows() if row.get("run_id") == run_id]
-        found.sort(key=lambda pair: (pair[0].app_name, pair[0].user_id, pair[0].session_id,
-                                     pair[0].synthetic_event_id))
-        return found
-
-    async def undone_heals(self, run_id: str) -> set[tuple[SessionKey, str]]:
-        """Returns the heals of a run that undo runs took out: (session, synthetic event id)."""
-        return {(SessionKey(row["app_name"], row["user_id"], row["session_id"]),
-                 row["synthetic_event_id"])
-                for row in await self._removal_rows()
-                if undone_run(row["reason"], row["detail"]) == run_id}
-
-    async def history(
-        self,
-        *,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[HealRecord]:
-        """Returns recorded heals, oldest first, optionally filtered."""
-        records = []
-        for value in (await self._client.hgetall(self.key)).values():
-            record = record_from_row(SimpleNamespace(**json.loads(_text(value) or "{}")))
-            if all(wanted is None or wanted == have for wanted, have in (
-                    (app_name, record.app_name), (user_id, record.user_id),
-                    (session_id, record.session_id))):
-                records.append(record)
-        records.sort(key=lambda r: (r.healed_at, r.app_name, r.user_id, r.session_id,
-                                    r.synthetic_event_id))
-        return records[:limit] if limit is not None else records
-
-    async def close(self) -> None:
-        """Closes the client if this ledger opened it."""
-        if self._owns_client:
-            await _close_client(self._client)

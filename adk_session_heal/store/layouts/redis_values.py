@@ -17,8 +17,6 @@ from typing import Any
 
 from ...core.healing import Heal
 
-__all__ = ["ParsedSession", "parse_session_value", "with_heals", "without_events"]
-
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"
 

@@ -41,9 +41,8 @@ from ..ledger.heal_table import (
     removal_row,
     resolution_row,
 )
-from .sql_tables import _events_table, heal_row, insert_database_events_batch
-
-__all__ = ["remove_rows", "resolve_rows"]
+from .sql_event_rows import events_table as _events_table
+from .sql_event_rows import heal_row, insert_database_events_batch
 
 _NOT_JSON = "the session holds a row that is not JSON, so it cannot be judged"
 

@@ -64,15 +64,9 @@ from ..engines import TimeoutArg, Timeouts, create_store_engine
 from ..incremental import Watermark, scope_id
 from ..urls import StoreUrl, parse_store_url
 from .heal_table import (
-    HEAL_LEDGER_REVISIONS,
-    INCREMENTAL_REVISIONS,
-    LEDGER_HEAD_REVISION,
     LEDGER_TABLE,
-    REMOVALS_REVISIONS,
     REMOVALS_TABLE,
-    RESOLUTIONS_REVISIONS,
     RESOLUTIONS_TABLE,
-    RUNS_REVISIONS,
     RUNS_TABLE,
     UNSETTLED_TABLE,
     WATERMARKS_TABLE,
@@ -86,12 +80,11 @@ from .heal_table import (
     resolution_from_row,
 )
 from .repair_runs import RepairRun, run_from_row, run_row, undone_run, with_counts
+from .revisions import Feature, has, missing_ledger_message, require
 
 if TYPE_CHECKING:
     from ..base import Removal
-    from ..layouts.redis_sessions import RedisHealLedger
-
-__all__ = ["SqlHealLedger", "missing_ledger_message", "open_heal_ledger", "read_ledger_revision"]
+    from .heal_redis import RedisHealLedger
 
 
 def open_heal_ledger(
@@ -99,19 +92,9 @@ def open_heal_ledger(
 ) -> SqlHealLedger | RedisHealLedger:
     """Opens the heal ledger of a store: its SQL tables, or the Redis keys beside its sessions."""
     if url.backend == "redis":
-        from ..layouts.redis_sessions import RedisHealLedger
+        from .heal_redis import RedisHealLedger
         return RedisHealLedger.from_url(url)
     return SqlHealLedger.from_url(url, timeout=timeout)
-
-
-def missing_ledger_message(url: object, revision: str | None) -> str:
-    """Returns the one-line error for a missing or outdated ledger."""
-    if revision is None:
-        return f"no heal ledger in {url}: run `adk-session-heal db upgrade {url}` once to create it"
-    return (
-        f"the heal ledger in {url} is at revision {revision!r}, not {LEDGER_HEAD_REVISION!r}: "
-        f"run `adk-session-heal db upgrade {url}`"
-    )
 
 
 def _sqlite_file(database: str | None) -> str | None:
@@ -220,7 +203,7 @@ class SqlHealLedger:
             async with self.engine.begin() as own:
                 await insert_ledger_rows(own, rows)
         except SQLAlchemyError as exc:
-            raise await self._failure(exc, HEAL_LEDGER_REVISIONS, "heals") from exc
+            raise await self._failure(exc, Feature.HEALS, "heals") from exc
 
     async def record_removals(self, removals: Sequence[Removal]) -> None:
         """Records heals taken back out of storage (see :mod:`~adk_session_heal.core.late_results`).
@@ -234,13 +217,13 @@ class SqlHealLedger:
             async with self.engine.begin() as conn:
                 await conn.execute(insert(REMOVALS_TABLE), [removal_row(r) for r in removals])
         except SQLAlchemyError as exc:
-            raise await self._failure(exc, REMOVALS_REVISIONS, "removals") from exc
+            raise await self._failure(exc, Feature.REMOVALS, "removals") from exc
 
-    async def _failure(self, exc: Exception, revisions: frozenset[str],
+    async def _failure(self, exc: Exception, feature: Feature,
                        what: str) -> LedgerError | StoreError:
         """The one-line error of a failed record: the table is missing, or what failed."""
         revision = await self.revision()
-        if revision not in revisions:
+        if not has(revision, feature):
             return LedgerError(missing_ledger_message(self._where(), revision), missing=True)
         if self._url is not None:  # the driver's own words (a read-only file, say)
             return translate_error(exc, self._url, f"record {what} in")
@@ -252,9 +235,7 @@ class SqlHealLedger:
         Raises:
             LedgerError: The removals table is missing (run ``db upgrade``).
         """
-        revision = await self.revision()
-        if revision not in REMOVALS_REVISIONS:
-            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
+        revision = require(self._where(), await self.revision(), Feature.REMOVALS)
         statement = select(*base_columns(REMOVALS_TABLE, revision))
         if session_id is not None:
             statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
@@ -269,7 +250,7 @@ class SqlHealLedger:
         Raises:
             LedgerError: The resolutions table is missing (run ``db upgrade``).
         """
-        await self.check(RESOLUTIONS_REVISIONS)
+        await self.check(Feature.RESOLUTIONS)
         statement = select(RESOLUTIONS_TABLE)
         if session_id is not None:
             statement = statement.where(RESOLUTIONS_TABLE.c.session_id == session_id)
@@ -288,18 +269,13 @@ class SqlHealLedger:
                 raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
             raise translate_error(exc, self._url, "read") from exc
 
-    async def check(self, revisions: frozenset[str] = HEAL_LEDGER_REVISIONS) -> str:
-        """Returns the ledger's revision; raises :class:`LedgerError` unless it is in ``revisions``.
+    async def check(self, feature: Feature = Feature.HEALS) -> str:
+        """Returns the ledger's revision; raises :class:`LedgerError` unless it has ``feature``.
 
         Args:
-            revisions: The revisions the caller can use (default: any with the
-                heal ledger; :data:`~.ledger_table.RUNS_REVISIONS` for runs).
+            feature: What the caller is about to use (default: the heal ledger).
         """
-        revision = await self.revision()
-        if revision not in revisions:
-            raise LedgerError(missing_ledger_message(self._where(), revision), missing=True)
-        assert revision is not None
-        return revision
+        return require(self._where(), await self.revision(), feature)
 
     async def start_run(self, run: RepairRun) -> None:
         """Records a run as it starts (revision ``0004``), in a transaction of its own."""
@@ -319,7 +295,7 @@ class SqlHealLedger:
             async with self.engine.begin() as conn:
                 await conn.execute(statement)
         except SQLAlchemyError as exc:
-            raise await self._failure(exc, RUNS_REVISIONS, "runs") from exc
+            raise await self._failure(exc, Feature.RUNS, "runs") from exc
 
     async def runs(self, *, run_id: str | None = None) -> list[RepairRun]:
         """Returns the runs, oldest first, counted from their rows (or just ``run_id``'s).
@@ -327,7 +303,7 @@ class SqlHealLedger:
         Raises:
             LedgerError: The ledger is below revision ``0004`` (run ``db upgrade``).
         """
-        await self.check(RUNS_REVISIONS)
+        await self.check(Feature.RUNS)
         heals, removals = LEDGER_TABLE.c, REMOVALS_TABLE.c
         statement = select(RUNS_TABLE)
         only: tuple[Any, ...] = ()  # one run: count its rows only (an undo reads one)
@@ -353,7 +329,7 @@ class SqlHealLedger:
 
     async def run_heals(self, run_id: str) -> list[tuple[HealRecord, str | None]]:
         """Returns each heal row a run wrote, with the digest of the row it stored."""
-        await self.check(RUNS_REVISIONS)
+        await self.check(Feature.RUNS)
         table = LEDGER_TABLE
         async with self.engine.connect() as conn:
             result = await conn.execute(select(table).where(table.c.run_id == run_id)
@@ -362,7 +338,7 @@ class SqlHealLedger:
 
     async def undone_heals(self, run_id: str) -> set[tuple[SessionKey, str]]:
         """Returns the heals of a run that undo runs took out: (session, synthetic event id)."""
-        await self.check(RUNS_REVISIONS)
+        await self.check(Feature.RUNS)
         table = REMOVALS_TABLE
         async with self.engine.connect() as conn:
             result = await conn.execute(select(table).where(
@@ -376,14 +352,14 @@ class SqlHealLedger:
         Raises:
             LedgerError: The ledger is below revision ``0005`` (run ``db upgrade``).
         """
-        await self.check(INCREMENTAL_REVISIONS)
+        await self.check(Feature.INCREMENTAL)
         table = WATERMARKS_TABLE
         try:
             async with self.engine.connect() as conn:
                 found = (await conn.execute(select(table.c.watermark).where(
                     table.c.scope_id == scope_id(scope)))).scalar_one_or_none()
         except SQLAlchemyError as exc:
-            raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
+            raise await self._failure(exc, Feature.INCREMENTAL, "watermarks") from exc
         return None if found is None else float(found)
 
     async def save_watermark(self, mark: Watermark, unsettled: Sequence[SessionKey],
@@ -409,7 +385,7 @@ class SqlHealLedger:
                 for start in range(0, len(rows), 1000):
                     await conn.execute(insert(kept), rows[start:start + 1000])
         except SQLAlchemyError as exc:
-            raise await self._failure(exc, INCREMENTAL_REVISIONS, "watermarks") from exc
+            raise await self._failure(exc, Feature.INCREMENTAL, "watermarks") from exc
 
     async def history(
         self,

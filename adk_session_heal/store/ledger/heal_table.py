@@ -54,45 +54,16 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...core.event_access import HEAL_METADATA_KEY
-from ...core.heal_record import HealRecord, HealTrigger, ResolutionRecord
+from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.healing import event_digest
 from ..dialects import insert_new_rows
 from ..incremental import UNSETTLED_TABLE_NAME, WATERMARKS_TABLE_NAME
+from .revisions import Feature, has
 
 if TYPE_CHECKING:
     from ...core.healing import Heal
     from ...core.session_key import SessionKey
     from ..base import Removal
-
-__all__ = [
-    "HEAL_LEDGER_REVISIONS",
-    "LEDGER_HEAD_REVISION",
-    "LEDGER_TABLE",
-    "LEDGER_TABLE_NAME",
-    "INCREMENTAL_REVISIONS",
-    "LEDGER_VERSION_TABLE",
-    "REMOVALS_REVISIONS",
-    "REMOVALS_TABLE",
-    "RESOLUTIONS_REVISIONS",
-    "RESOLUTIONS_TABLE",
-    "RUNS_REVISIONS",
-    "RUNS_TABLE",
-    "TOOL_RUNS_REVISIONS",
-    "UNSETTLED_TABLE",
-    "WATERMARKS_TABLE",
-    "base_columns",
-    "heal_ledger_row",
-    "insert_ledger_rows",
-    "ledger_row",
-    "read_ledger_revision",
-    "record_from_row",
-    "removal_from_row",
-    "removal_row",
-    "resolution_from_row",
-    "resolution_row",
-    "unsettle_params",
-    "unsettle_sql",
-]
 
 LEDGER_TABLE_NAME = "adk_session_heal_ledger"
 """Name of the ledger table."""
@@ -100,33 +71,6 @@ LEDGER_TABLE_NAME = "adk_session_heal_ledger"
 LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 
 """Name of the table where this package's migrations keep their revision."""
-
-LEDGER_HEAD_REVISION = "0006"
-"""The newest ledger migration, known without loading Alembic (a test pins it to the scripts')."""
-
-HEAL_LEDGER_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006"})
-"""Revisions at which the heal ledger table is one this code reads and writes.
-
-``0002`` added the tool-run table and ``0003`` the removals table, both
-leaving the heal ledger as ``0001`` made it; ``0004`` added columns the
-wrapper's rows leave at their defaults. So a database not yet upgraded keeps
-recording the wrapper's heals (``repair`` needs :data:`RUNS_REVISIONS`)."""
-
-TOOL_RUNS_REVISIONS = frozenset({"0002", "0003", "0004", "0005", "0006"})
-"""Revisions at which the tool-run table (:mod:`.tool_runs`) exists as this code uses it."""
-
-REMOVALS_REVISIONS = frozenset({"0003", "0004", "0005", "0006"})
-"""Revisions at which the removals table (:data:`REMOVALS_TABLE`) exists."""
-
-RUNS_REVISIONS = frozenset({"0004", "0005", "0006"})
-"""Revisions at which repair runs are recorded (:data:`RUNS_TABLE`, the ``run_id`` columns)."""
-
-INCREMENTAL_REVISIONS = frozenset({"0005", "0006"})
-"""Revisions at which incremental runs keep their state (:data:`WATERMARKS_TABLE`,
-:data:`UNSETTLED_TABLE`)."""
-
-RESOLUTIONS_REVISIONS = frozenset({"0006"})
-"""Revisions at which operators' resolutions are recorded (:data:`RESOLUTIONS_TABLE`)."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
@@ -273,7 +217,7 @@ _RUN_COLUMNS = frozenset({"run_id", "event_digest"})
 
 def base_columns(table: Table, revision: str | None) -> list[Column[Any]]:
     """Returns ``table``'s columns that exist at ``revision`` (``0004``'s only from ``0004``)."""
-    if revision in RUNS_REVISIONS:
+    if has(revision, Feature.RUNS):
         return list(table.columns)
     return [c for c in table.columns if c.name not in _RUN_COLUMNS]
 
@@ -297,25 +241,28 @@ def heal_ledger_row(heal: Heal, stored: Mapping[str, Any] | None = None) -> dict
     return row
 
 
-def ledger_row(record: HealRecord) -> dict[str, Any]:
+_LEDGER_COLUMNS = ("app_name", "user_id", "session_id", "synthetic_event_id", "call_event_id",
+                   "invocation_id", "call_ids", "tool_names", "reason", "trigger", "healed_at")
+"""The fields of :meth:`HealRecord.to_json` the ledger table has a column for."""
+_JSON_TEXT = frozenset({"call_ids", "tool_names", "effects", "outcomes"})
+"""The record's lists, kept as JSON text in a ledger row."""
+
+
+def ledger_row(record: HealRecord, *, with_effects: bool = False) -> dict[str, Any]:
     """Returns the ledger row of one heal (without the surrogate ``id``).
 
-    ``run_id`` is there only for a run's heal, so the wrapper's rows fit any
-    revision's table.
+    The record's own encoding (:meth:`HealRecord.to_json`), its lists as JSON
+    text. ``run_id`` is there only for a run's heal, so the wrapper's rows fit
+    any revision's table.
+
+    Args:
+        record: The heal's record.
+        with_effects: Also each call's effect and outcome (the Redis ledger
+            keeps them; the SQL table has no columns for them).
     """
-    row = {
-        "app_name": record.app_name,
-        "user_id": record.user_id,
-        "session_id": record.session_id,
-        "synthetic_event_id": record.synthetic_event_id,
-        "call_event_id": record.call_event_id,
-        "invocation_id": record.invocation_id,
-        "call_ids": json.dumps(list(record.call_ids)),
-        "tool_names": json.dumps(list(record.tool_names)),
-        "reason": record.reason,
-        "trigger": record.trigger.value,
-        "healed_at": record.healed_at,
-    }
+    data = record.to_json()
+    columns = (*_LEDGER_COLUMNS, "effects", "outcomes") if with_effects else _LEDGER_COLUMNS
+    row = {key: json.dumps(data[key]) if key in _JSON_TEXT else data[key] for key in columns}
     if record.run_id is not None:
         row["run_id"] = record.run_id
     return row
@@ -398,24 +345,12 @@ def removal_from_row(row: Any) -> Removal:
 
 
 def record_from_row(row: Any) -> HealRecord:
-    """Returns the :class:`HealRecord` a ledger row holds."""
-    return HealRecord(
-        app_name=row.app_name,
-        user_id=row.user_id,
-        session_id=row.session_id,
-        call_event_id=row.call_event_id,
-        synthetic_event_id=row.synthetic_event_id,
-        invocation_id=row.invocation_id,
-        call_ids=tuple(json.loads(row.call_ids)),
-        tool_names=tuple(json.loads(row.tool_names)),
-        reason=row.reason,
-        trigger=HealTrigger(row.trigger),
-        healed_at=float(row.healed_at),
-        # Kept by the Redis ledger only; the SQL table has no columns for them yet.
-        effects=tuple(json.loads(getattr(row, "effects", None) or "[]")),
-        outcomes=tuple(json.loads(getattr(row, "outcomes", None) or "[]")),
-        run_id=getattr(row, "run_id", None) or None,
-    )
+    """Returns the :class:`HealRecord` a ledger row holds (a SQL row, or a Redis hash's)."""
+    fields: Mapping[str, Any] = row._mapping if hasattr(row, "_mapping") else vars(row)
+    # effects and outcomes: kept by the Redis ledger only; the SQL table has no columns yet.
+    return HealRecord.from_json({
+        key: json.loads(value or "[]") if key in _JSON_TEXT else value
+        for key, value in fields.items()})
 
 
 async def insert_ledger_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:

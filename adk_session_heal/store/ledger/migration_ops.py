@@ -36,18 +36,6 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-__all__ = [
-    "add_column",
-    "create_index",
-    "create_table",
-    "create_unique",
-    "drop_column",
-    "drop_index",
-    "drop_table",
-    "drop_unique",
-    "is_sqlite",
-]
-
 
 def _inspector() -> sa.Inspector | None:
     """Returns a fresh inspector of the migration's connection (``None`` offline)."""

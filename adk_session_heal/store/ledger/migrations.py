@@ -35,33 +35,15 @@ from ..driver_errors import translate_error
 from ..engines import TimeoutArg, Timeouts, create_store_engine
 from ..urls import StoreUrl, parse_store_url
 from .heal_table import (
-    HEAL_LEDGER_REVISIONS,
-    INCREMENTAL_REVISIONS,
     LEDGER_TABLE_NAME,
     LEDGER_VERSION_TABLE,
-    REMOVALS_REVISIONS,
     REMOVALS_TABLE,
-    RESOLUTIONS_REVISIONS,
     RESOLUTIONS_TABLE,
-    RUNS_REVISIONS,
     RUNS_TABLE,
-    TOOL_RUNS_REVISIONS,
     UNSETTLED_TABLE,
     WATERMARKS_TABLE,
 )
-
-__all__ = [
-    "Revision",
-    "alembic_config",
-    "current",
-    "downgrade",
-    "head_revision",
-    "migrations_dir",
-    "resolve_revision",
-    "revisions",
-    "sql_script",
-    "upgrade",
-]
+from .revisions import Feature, has
 
 
 def migrations_dir() -> Path:
@@ -295,19 +277,19 @@ async def current(url: str | StoreUrl, *, timeout: TimeoutArg = None) -> str | N
 _TRANSACTIONAL_DDL = frozenset({"sqlite", "postgresql"})
 """Engines whose DDL a transaction rolls back (SQLite through :func:`_migration_engine`)."""
 
-_FEATURES: dict[str, frozenset[str]] = {
-    LEDGER_TABLE_NAME: HEAL_LEDGER_REVISIONS,
-    "adk_session_heal_tool_runs": TOOL_RUNS_REVISIONS,
-    REMOVALS_TABLE.name: REMOVALS_REVISIONS,
-    RUNS_TABLE.name: RUNS_REVISIONS,
-    f"{LEDGER_TABLE_NAME}.run_id": RUNS_REVISIONS,
-    f"{LEDGER_TABLE_NAME}.event_digest": RUNS_REVISIONS,
-    f"{REMOVALS_TABLE.name}.run_id": RUNS_REVISIONS,
-    WATERMARKS_TABLE.name: INCREMENTAL_REVISIONS,
-    UNSETTLED_TABLE.name: INCREMENTAL_REVISIONS,
-    RESOLUTIONS_TABLE.name: RESOLUTIONS_REVISIONS,
+_FEATURES: dict[str, Feature] = {
+    LEDGER_TABLE_NAME: Feature.HEALS,
+    "adk_session_heal_tool_runs": Feature.TOOL_RUNS,
+    REMOVALS_TABLE.name: Feature.REMOVALS,
+    RUNS_TABLE.name: Feature.RUNS,
+    f"{LEDGER_TABLE_NAME}.run_id": Feature.RUNS,
+    f"{LEDGER_TABLE_NAME}.event_digest": Feature.RUNS,
+    f"{REMOVALS_TABLE.name}.run_id": Feature.RUNS,
+    WATERMARKS_TABLE.name: Feature.INCREMENTAL,
+    UNSETTLED_TABLE.name: Feature.INCREMENTAL,
+    RESOLUTIONS_TABLE.name: Feature.RESOLUTIONS,
 }
-"""What ``db current`` checks, each table (or ``table.column``) with the revisions that have it.
+"""What ``db current`` checks, each table (or ``table.column``) with the feature that added it.
 
 A migration step's first operation changes one of these (see
 :mod:`~adk_session_heal.store.ledger.migration_ops`), so a step killed midway never
@@ -315,7 +297,7 @@ looks finished. A new revision's tables and columns are added here."""
 
 
 def _expected(revision: str | None) -> frozenset[str]:
-    return frozenset(name for name, revisions in _FEATURES.items() if revision in revisions)
+    return frozenset(name for name, feature in _FEATURES.items() if has(revision, feature))
 
 
 def _found(sync_connection: Any) -> frozenset[str]:

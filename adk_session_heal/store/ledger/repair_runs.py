@@ -18,18 +18,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = [
-    "RepairRun",
-    "RunKind",
-    "count_ids",
-    "new_run_id",
-    "run_from_row",
-    "run_row",
-    "this_host",
-    "undone_run",
-    "with_counts",
-]
-
 
 class RunKind(str, enum.Enum):
     """What a run did."""

@@ -29,10 +29,11 @@ from typing import Any
 from ...core.session_key import SessionKey
 from ...core.tool_runs import RunState, ToolRun, kept_result
 from ...errors import LedgerError
-from ..layouts.redis_sessions import _close_client, _redis_errors, _text, redis_client_for
+from ..redis_clients import as_text as _text
+from ..redis_clients import close_client as _close_client
+from ..redis_clients import redis_client_for
+from ..redis_clients import redis_errors as _redis_errors
 from ..urls import REDIS_KEY_PREFIX, StoreUrl
-
-__all__ = ["TOOL_RUNS_KEY_PREFIX", "RedisToolRunLedger"]
 
 TOOL_RUNS_KEY_PREFIX = "adk_session_heal:tool_runs:"
 """A session's tool-run hash is this, ADK's key prefix, then ``app:user:session``."""

@@ -47,9 +47,8 @@ from ..dialects import insert_new_rows
 from ..driver_errors import CONNECT_ERRORS, translate_error
 from ..engines import TimeoutArg, Timeouts, create_store_engine
 from ..urls import StoreUrl, parse_store_url
-from .heal_table import TOOL_RUNS_REVISIONS, read_ledger_revision
-
-__all__ = ["TOOL_RUNS_TABLE", "SqlToolRunLedger"]
+from .heal_table import read_ledger_revision
+from .revisions import Feature, has
 
 _KEY = 128
 TOOL_RUNS_TABLE = Table(
@@ -213,7 +212,7 @@ class SqlToolRunLedger:
             if self._url is None:
                 raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
             raise translate_error(exc, self._url, "read") from exc
-        if revision not in TOOL_RUNS_REVISIONS:
+        if not has(revision, Feature.TOOL_RUNS):
             raise LedgerError(
                 f"no tool-run ledger in {self._name()} (ledger revision {revision!r}): run "
                 f"`adk-session-heal db upgrade {self._name()}` once to create it")

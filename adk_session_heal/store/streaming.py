@@ -88,6 +88,15 @@ def _column_timestamp(value: Any) -> float:
     return column_to_timestamp(value)
 
 
+def _stored(key: SessionKey, events: list[Any], damaged: list[DamagedRow], *,
+            newest_first: bool) -> StoredSession:
+    """One session's rows as read, oldest first (a newest-first read is turned round)."""
+    if newest_first:
+        events.reverse()
+        damaged.reverse()
+    return StoredSession(key, events, tuple(damaged))
+
+
 async def grouped_sessions(
     chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False,
     newest_first: bool = False,
@@ -118,11 +127,8 @@ async def grouped_sessions(
             for row in rows:
                 if row[2] != session or row[1] != user or row[0] != app:
                     if session is not None:
-                        if newest_first:
-                            events.reverse()
-                            damaged.reverse()
-                        yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
-                                            tuple(damaged))
+                        key = SessionKey(app, user, session)  # type: ignore[arg-type]
+                        yield _stored(key, events, damaged, newest_first=newest_first)
                     app, user, session, events, damaged = row[0], row[1], row[2], [], []
                 raw = row[-1]
                 try:
@@ -146,11 +152,8 @@ async def grouped_sessions(
                         data["timestamp"] = _column_timestamp(stamp)
                 events.append(data)
         if session is not None:
-            if newest_first:
-                events.reverse()
-                damaged.reverse()
-            yield StoredSession(SessionKey(app, user, session), events,  # type: ignore[arg-type]
-                                tuple(damaged))
+            key = SessionKey(app, user, session)  # type: ignore[arg-type]
+            yield _stored(key, events, damaged, newest_first=newest_first)
 
 
 async def _mysql_chunks(

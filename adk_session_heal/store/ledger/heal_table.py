@@ -75,15 +75,24 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
 _metadata = MetaData()
 
+
+def _heal_row_columns() -> list[Column[Any]]:
+    """The columns every table of heal rows starts with (new objects for each table): a
+    surrogate id, the session, the heal's event and the call event it answers."""
+    return [
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("app_name", String(_KEY), nullable=False),
+        Column("user_id", String(_KEY), nullable=False),
+        Column("session_id", String(_KEY), nullable=False),
+        Column("synthetic_event_id", String(_KEY), nullable=False),
+        Column("call_event_id", String(_KEY), nullable=False),
+    ]
+
+
 LEDGER_TABLE = Table(
     LEDGER_TABLE_NAME,
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("app_name", String(_KEY), nullable=False),
-    Column("user_id", String(_KEY), nullable=False),
-    Column("session_id", String(_KEY), nullable=False),
-    Column("synthetic_event_id", String(_KEY), nullable=False),
-    Column("call_event_id", String(_KEY), nullable=False),
+    *_heal_row_columns(),
     Column("invocation_id", String(256), nullable=False),
     Column("call_ids", Text, nullable=False),
     Column("tool_names", Text, nullable=False),
@@ -102,12 +111,7 @@ LEDGER_TABLE = Table(
 REMOVALS_TABLE = Table(
     "adk_session_heal_removals",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("app_name", String(_KEY), nullable=False),
-    Column("user_id", String(_KEY), nullable=False),
-    Column("session_id", String(_KEY), nullable=False),
-    Column("synthetic_event_id", String(_KEY), nullable=False),
-    Column("call_event_id", String(_KEY), nullable=False),
+    *_heal_row_columns(),
     Column("call_ids", Text, nullable=False),
     Column("reason", String(32), nullable=False),
     Column("removed_by", String(256), nullable=False),
@@ -164,12 +168,7 @@ UNSETTLED_TABLE = Table(
 RESOLUTIONS_TABLE = Table(
     "adk_session_heal_resolutions",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("app_name", String(_KEY), nullable=False),
-    Column("user_id", String(_KEY), nullable=False),
-    Column("session_id", String(_KEY), nullable=False),
-    Column("synthetic_event_id", String(_KEY), nullable=False),
-    Column("call_event_id", String(_KEY), nullable=False),
+    *_heal_row_columns(),
     Column("call_id", Text, nullable=False),
     Column("supersedes", String(_KEY), nullable=False),
     Column("resolved_by", String(256), nullable=False),

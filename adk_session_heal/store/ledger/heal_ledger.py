@@ -48,21 +48,21 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Column, Row, Table, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.session_key import SessionKey
 from ...errors import LedgerError, StoreError
-from ..driver_errors import CONNECT_ERRORS, translate_error
-from ..engines import TimeoutArg, Timeouts, create_store_engine
+from ..driver_errors import translate_error
+from ..engines import TimeoutArg
 from ..incremental import Watermark, scope_id
-from ..urls import StoreUrl, parse_store_url
+from ..urls import StoreUrl
 from .heal_table import (
     LEDGER_TABLE,
     REMOVALS_TABLE,
@@ -73,12 +73,12 @@ from .heal_table import (
     base_columns,
     insert_ledger_rows,
     ledger_row,
-    read_ledger_revision,
     record_from_row,
     removal_from_row,
     removal_row,
     resolution_from_row,
 )
+from .ledger_base import HealHistory, SqlLedger
 from .repair_runs import RepairRun, run_from_row, run_row, undone_run, with_counts
 from .revisions import Feature, has, missing_ledger_message, require
 
@@ -88,13 +88,20 @@ if TYPE_CHECKING:
 
 
 def open_heal_ledger(
-    url: StoreUrl, *, timeout: TimeoutArg = None
+    url: StoreUrl, *, timeout: TimeoutArg = None, engine: AsyncEngine | None = None
 ) -> SqlHealLedger | RedisHealLedger:
-    """Opens the heal ledger of a store: its SQL tables, or the Redis keys beside its sessions."""
+    """Opens the heal ledger of a store: its SQL tables, or the Redis keys beside its sessions.
+
+    Args:
+        url: The store's URL.
+        timeout: How long to wait for a database server.
+        engine: The store's engine on a database server, to share (see
+            :meth:`SqlHealLedger.from_url`).
+    """
     if url.backend == "redis":
         from .heal_redis import RedisHealLedger
         return RedisHealLedger.from_url(url)
-    return SqlHealLedger.from_url(url, timeout=timeout)
+    return SqlHealLedger.from_url(url, timeout=timeout, engine=engine)
 
 
 def _sqlite_file(database: str | None) -> str | None:
@@ -112,7 +119,12 @@ def _same_file(first: str | None, second: str | None) -> bool:
     return mine is not None and mine == theirs
 
 
-class SqlHealLedger:
+def _of_session(session_id: str | None) -> dict[str, str]:
+    """The rows wanted: all, or those of one session id."""
+    return {} if session_id is None else {"session_id": session_id}
+
+
+class SqlHealLedger(SqlLedger, HealHistory):
     """Records and reads heals in the ledger table of a SQL database.
 
     Args:
@@ -120,11 +132,6 @@ class SqlHealLedger:
             ``db_engine`` of a ``DatabaseSessionService``).
         owns_engine: Dispose the engine on :meth:`close`.
     """
-
-    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
-        self.engine = engine
-        self._owns_engine = owns_engine
-        self._url: StoreUrl | None = None
 
     @classmethod
     def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None,
@@ -141,14 +148,7 @@ class SqlHealLedger:
         Raises:
             UnsupportedStoreError: The URL is not one this package reads.
         """
-        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        owns = engine is None
-        if engine is None:
-            engine = create_store_engine(store_url, writable=True,
-                                         timeouts=Timeouts.of(timeout))
-        ledger = cls(engine, owns_engine=owns)
-        ledger._url = store_url
-        return ledger
+        return cls._open(url, timeout=timeout, writable=True, engine=engine)
 
     def shares_database(self, service: object) -> bool:
         """Whether this ledger lives in the database a session service stores sessions in.
@@ -176,9 +176,6 @@ class SqlHealLedger:
             and mine.get_backend_name() == "sqlite"
             and _same_file(mine.database, path)
         )
-
-    def _where(self) -> str:
-        return str(self._url) if self._url else "the ledger database"
 
     async def record(
         self, records: Sequence[HealRecord], *, conn: AsyncConnection | None = None
@@ -235,14 +232,10 @@ class SqlHealLedger:
         Raises:
             LedgerError: The removals table is missing (run ``db upgrade``).
         """
-        revision = require(self._where(), await self.revision(), Feature.REMOVALS)
-        statement = select(*base_columns(REMOVALS_TABLE, revision))
-        if session_id is not None:
-            statement = statement.where(REMOVALS_TABLE.c.session_id == session_id)
-        async with self.engine.connect() as conn:
-            result = await conn.execute(
-                statement.order_by(REMOVALS_TABLE.c.removed_at, REMOVALS_TABLE.c.id))
-            return [removal_from_row(row) for row in result]
+        revision = await self.check(Feature.REMOVALS)
+        rows = await self._oldest_first(REMOVALS_TABLE, base_columns(REMOVALS_TABLE, revision),
+                                        "removed_at", _of_session(session_id))
+        return [removal_from_row(row) for row in rows]
 
     async def resolutions(self, *, session_id: str | None = None) -> list[ResolutionRecord]:
         """Returns every operator's resolution, oldest first (optionally of one session id).
@@ -251,23 +244,29 @@ class SqlHealLedger:
             LedgerError: The resolutions table is missing (run ``db upgrade``).
         """
         await self.check(Feature.RESOLUTIONS)
-        statement = select(RESOLUTIONS_TABLE)
-        if session_id is not None:
-            statement = statement.where(RESOLUTIONS_TABLE.c.session_id == session_id)
-        async with self.engine.connect() as conn:
-            result = await conn.execute(
-                statement.order_by(RESOLUTIONS_TABLE.c.resolved_at, RESOLUTIONS_TABLE.c.id))
-            return [resolution_from_row(row) for row in result]
+        rows = await self._oldest_first(RESOLUTIONS_TABLE, RESOLUTIONS_TABLE.columns,
+                                        "resolved_at", _of_session(session_id))
+        return [resolution_from_row(row) for row in rows]
 
-    async def revision(self) -> str | None:
-        """Returns the ledger's migration revision (``None``: not installed)."""
-        try:
-            async with self.engine.connect() as conn:
-                return await read_ledger_revision(conn)
-        except CONNECT_ERRORS as exc:
-            if self._url is None:
-                raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
-            raise translate_error(exc, self._url, "read") from exc
+    async def _oldest_first(self, table: Table, columns: Iterable[Column[Any]], at: str,
+                            wanted: Mapping[str, str], limit: int | None = None
+                            ) -> list[Row[Any]]:
+        """Reads rows of ``table``, oldest first (by column ``at``, then ``id``).
+
+        Args:
+            table: The table.
+            columns: Its columns to read.
+            at: The column holding each row's time.
+            wanted: Only rows with these column values.
+            limit: At most this many rows (the oldest); ``None``: all.
+        """
+        statement = select(*columns).where(
+            *(table.c[column] == value for column, value in wanted.items()))
+        statement = statement.order_by(table.c[at], table.c.id)
+        if limit is not None:
+            statement = statement.limit(limit)
+        async with self.engine.connect() as conn:
+            return list(await conn.execute(statement))
 
     async def check(self, feature: Feature = Feature.HEALS) -> str:
         """Returns the ledger's revision; raises :class:`LedgerError` unless it has ``feature``.
@@ -387,34 +386,13 @@ class SqlHealLedger:
         except SQLAlchemyError as exc:
             raise await self._failure(exc, Feature.INCREMENTAL, "watermarks") from exc
 
-    async def history(
-        self,
-        *,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[HealRecord]:
-        """Returns recorded heals, oldest first, optionally filtered.
+    async def _history(self, wanted: Mapping[str, str], limit: int | None) -> list[HealRecord]:
+        """The ledger table's rows with the ``wanted`` values, oldest first (see :meth:`history`).
 
         Raises:
             LedgerError: The ledger is not installed or out of date.
         """
         revision = await self.check()
-        table = LEDGER_TABLE
-        statement = select(*base_columns(table, revision))
-        for column, value in (("app_name", app_name), ("user_id", user_id),
-                              ("session_id", session_id)):
-            if value is not None:
-                statement = statement.where(table.c[column] == value)
-        statement = statement.order_by(table.c.healed_at, table.c.id)
-        if limit is not None:
-            statement = statement.limit(limit)
-        async with self.engine.connect() as conn:
-            result = await conn.execute(statement)
-            return [record_from_row(row) for row in result]
-
-    async def close(self) -> None:
-        """Disposes the engine if this ledger created it."""
-        if self._owns_engine:
-            await self.engine.dispose()
+        rows = await self._oldest_first(LEDGER_TABLE, base_columns(LEDGER_TABLE, revision),
+                                        "healed_at", wanted, limit)
+        return [record_from_row(row) for row in rows]

@@ -16,14 +16,13 @@ its records in the same EXEC as the session value they describe.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.session_key import SessionKey
-from ..redis_clients import as_text, close_client, redis_client_for
-from ..urls import REDIS_KEY_PREFIX, StoreUrl
+from ..redis_clients import as_text
 from .heal_table import (
     ledger_row,
     record_from_row,
@@ -31,6 +30,7 @@ from .heal_table import (
     removal_row,
     resolution_from_row,
 )
+from .ledger_base import HealHistory, RedisLedger
 from .repair_runs import (
     RepairRun,
     count_ids,
@@ -64,7 +64,7 @@ def ledger_field(record: HealRecord) -> str:
     return json.dumps(key if record.run_id is None else [*key, record.run_id])
 
 
-class RedisHealLedger:
+class RedisHealLedger(RedisLedger, HealHistory):
     """The heal ledger of a Redis session store: one hash (see the module docstring).
 
     Pass it as the wrapper's ``ledger=`` (it records after the heal is
@@ -76,23 +76,10 @@ class RedisHealLedger:
         owns_client: Close the client on :meth:`close`.
     """
 
-    def __init__(
-        self, client: Any, *, key_prefix: str = REDIS_KEY_PREFIX, owns_client: bool = False
-    ) -> None:
-        self._client = client
-        self.key = LEDGER_KEY_PREFIX + key_prefix
-        self._owns_client = owns_client
-
-    @classmethod
-    def from_service(cls, service: Any) -> RedisHealLedger:
-        """The ledger beside a ``RedisSessionService``'s sessions, over its client."""
-        return cls(service._get_redis(), key_prefix=service.config.key_prefix)
-
-    @classmethod
-    def from_url(cls, url: str | StoreUrl) -> RedisHealLedger:
-        """Opens the ledger of a ``redis://`` store URL."""
-        client, key_prefix = redis_client_for(url)
-        return cls(client, key_prefix=key_prefix, owns_client=True)
+    @property
+    def key(self) -> str:
+        """The heal ledger's hash for this key prefix."""
+        return LEDGER_KEY_PREFIX + self.key_prefix
 
     async def record(self, records: Sequence[HealRecord]) -> None:
         """Records heals; a heal already recorded keeps its first record."""
@@ -107,7 +94,7 @@ class RedisHealLedger:
     @property
     def removals_key(self) -> str:
         """The removals ledger's list for this key prefix."""
-        return REMOVALS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+        return REMOVALS_KEY_PREFIX + self.key_prefix
 
     async def record_removals(self, removals: Sequence[Removal]) -> None:
         """Records heals taken back out of storage."""
@@ -124,7 +111,7 @@ class RedisHealLedger:
     @property
     def resolutions_key(self) -> str:
         """The resolutions' list for this key prefix."""
-        return RESOLUTIONS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+        return RESOLUTIONS_KEY_PREFIX + self.key_prefix
 
     async def resolutions(self, *, session_id: str | None = None) -> list[ResolutionRecord]:
         """Returns every operator's resolution, oldest first (optionally of one session id)."""
@@ -135,7 +122,7 @@ class RedisHealLedger:
     @property
     def runs_key(self) -> str:
         """The runs' hash for this key prefix."""
-        return RUNS_KEY_PREFIX + self.key[len(LEDGER_KEY_PREFIX):]
+        return RUNS_KEY_PREFIX + self.key_prefix
 
     async def check(self, feature: Feature = Feature.HEALS) -> str:
         """The ledger is keys created on first write: always current (see ``ledger_revision``)."""
@@ -190,27 +177,11 @@ class RedisHealLedger:
                 for row in await self._removal_rows()
                 if undone_run(row["reason"], row["detail"]) == run_id}
 
-    async def history(
-        self,
-        *,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[HealRecord]:
-        """Returns recorded heals, oldest first, optionally filtered."""
-        records = []
-        for value in (await self._client.hgetall(self.key)).values():
-            record = record_from_row(SimpleNamespace(**json.loads(as_text(value) or "{}")))
-            if all(wanted is None or wanted == have for wanted, have in (
-                    (app_name, record.app_name), (user_id, record.user_id),
-                    (session_id, record.session_id))):
-                records.append(record)
+    async def _history(self, wanted: Mapping[str, str], limit: int | None) -> list[HealRecord]:
+        """The hash's heals with the ``wanted`` values, oldest first (see :meth:`history`)."""
+        records = [record for record in (record_from_row(SimpleNamespace(**row))
+                                         for row in await self._rows())
+                   if all(getattr(record, name) == value for name, value in wanted.items())]
         records.sort(key=lambda r: (r.healed_at, r.app_name, r.user_id, r.session_id,
                                     r.synthetic_event_id))
         return records[:limit] if limit is not None else records
-
-    async def close(self) -> None:
-        """Closes the client if this ledger opened it."""
-        if self._owns_client:
-            await close_client(self._client)

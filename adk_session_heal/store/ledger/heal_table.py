@@ -73,6 +73,8 @@ LEDGER_VERSION_TABLE = "adk_session_heal_alembic_version"
 """Name of the table where this package's migrations keep their revision."""
 
 _KEY = 128  # ADK's DEFAULT_MAX_KEY_LENGTH
+_RUN_ID = 32  # a run id: 32 hex digits (repair_runs.new_run_id)
+_SCOPE_ID = 40  # an incremental scope's id: a SHA-1 in hex (incremental.scope_id)
 _metadata = MetaData()
 
 
@@ -99,7 +101,7 @@ LEDGER_TABLE = Table(
     Column("reason", String(32), nullable=False),
     Column("trigger", String(32), nullable=False),
     Column("healed_at", Double, nullable=False),
-    Column("run_id", String(32), nullable=False, server_default=""),
+    Column("run_id", String(_RUN_ID), nullable=False, server_default=""),
     Column("event_digest", String(64), nullable=True),
     UniqueConstraint(
         "app_name", "user_id", "session_id", "synthetic_event_id", "run_id",
@@ -117,7 +119,7 @@ REMOVALS_TABLE = Table(
     Column("removed_by", String(256), nullable=False),
     Column("removed_at", Double, nullable=False),
     Column("detail", Text, nullable=False),
-    Column("run_id", String(32), nullable=True),
+    Column("run_id", String(_RUN_ID), nullable=True),
 )
 """The removals table (revision ``0003``; ``run_id``, the run that took it out, is ``0004``'s).
 
@@ -127,9 +129,9 @@ undone run in ``detail``."""
 RUNS_TABLE = Table(
     "adk_session_heal_runs",
     _metadata,
-    Column("run_id", String(32), primary_key=True),
+    Column("run_id", String(_RUN_ID), primary_key=True),
     Column("kind", String(16), nullable=False),
-    Column("undoes", String(32), nullable=True),
+    Column("undoes", String(_RUN_ID), nullable=True),
     Column("host", String(256), nullable=False),
     Column("started_at", Double, nullable=False),
     Column("finished_at", Double, nullable=True),
@@ -145,7 +147,7 @@ themselves."""
 WATERMARKS_TABLE = Table(
     WATERMARKS_TABLE_NAME,
     _metadata,
-    Column("scope_id", String(40), primary_key=True),
+    Column("scope_id", String(_SCOPE_ID), primary_key=True),
     Column("scope", Text, nullable=False),
     Column("watermark", Double, nullable=False),
     Column("run_at", Double, nullable=False),
@@ -158,7 +160,7 @@ WATERMARKS_TABLE = Table(
 UNSETTLED_TABLE = Table(
     UNSETTLED_TABLE_NAME,
     _metadata,
-    Column("scope_id", String(40), primary_key=True),
+    Column("scope_id", String(_SCOPE_ID), primary_key=True),
     Column("app_name", String(_KEY), primary_key=True),
     Column("user_id", String(_KEY), primary_key=True),
     Column("session_id", String(_KEY), primary_key=True),

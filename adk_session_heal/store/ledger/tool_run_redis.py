@@ -30,10 +30,9 @@ from ...core.session_key import SessionKey
 from ...core.tool_runs import RunState, ToolRun, kept_result
 from ...errors import LedgerError
 from ..redis_clients import as_text as _text
-from ..redis_clients import close_client as _close_client
-from ..redis_clients import redis_client_for
 from ..redis_clients import redis_errors as _redis_errors
-from ..urls import REDIS_KEY_PREFIX, StoreUrl
+from ..urls import REDIS_KEY_PREFIX
+from .ledger_base import RedisLedger
 
 TOOL_RUNS_KEY_PREFIX = "adk_session_heal:tool_runs:"
 """A session's tool-run hash is this, ADK's key prefix, then ``app:user:session``."""
@@ -70,7 +69,7 @@ def _run(record: dict[str, Any]) -> ToolRun:
     )
 
 
-class RedisToolRunLedger:
+class RedisToolRunLedger(RedisLedger):
     """Writes and reads tool runs beside a ``RedisSessionService``'s sessions.
 
     Args:
@@ -83,22 +82,9 @@ class RedisToolRunLedger:
     def __init__(self, client: Any, *, key_prefix: str = REDIS_KEY_PREFIX,
                  owns_client: bool = False,
                  expire_seconds: int = DEFAULT_EXPIRE_SECONDS) -> None:
-        self._client = client
-        self.key_prefix = key_prefix
-        self._owns_client = owns_client
+        super().__init__(client, key_prefix=key_prefix, owns_client=owns_client)
         self.expire_seconds = expire_seconds
         self._own_pool: Any = None
-
-    @classmethod
-    def from_service(cls, service: Any) -> RedisToolRunLedger:
-        """The ledger beside a ``RedisSessionService``'s sessions, over its client."""
-        return cls(service._get_redis(), key_prefix=service.config.key_prefix)
-
-    @classmethod
-    def from_url(cls, url: str | StoreUrl) -> RedisToolRunLedger:
-        """Opens the ledger of a ``redis://`` store URL."""
-        client, key_prefix = redis_client_for(url)
-        return cls(client, key_prefix=key_prefix, owns_client=True)
 
     def open_copy(self) -> RedisToolRunLedger:
         """Returns this ledger over a client of its own, for another thread's event loop.
@@ -221,8 +207,7 @@ class RedisToolRunLedger:
         return runs
 
     async def close(self) -> None:
-        """Closes the client if this ledger opened it."""
-        if self._owns_client:
-            await _close_client(self._client)
+        """Closes the client if this ledger opened it, and the pool of a copy."""
+        await super().close()
         if self._own_pool is not None:  # a client given a pool leaves it open
             await self._own_pool.disconnect()

@@ -44,10 +44,9 @@ from ...core.session_key import SessionKey
 from ...core.tool_runs import RunState, ToolRun, kept_result
 from ...errors import LedgerError
 from ..dialects import insert_new_rows
-from ..driver_errors import CONNECT_ERRORS, translate_error
-from ..engines import TimeoutArg, Timeouts, create_store_engine
-from ..urls import StoreUrl, parse_store_url
-from .heal_table import read_ledger_revision
+from ..engines import TimeoutArg
+from ..urls import StoreUrl
+from .ledger_base import SqlLedger
 from .revisions import Feature, has
 
 _KEY = 128
@@ -142,7 +141,7 @@ def _run(row: Any) -> ToolRun:
     )
 
 
-class SqlToolRunLedger:
+class SqlToolRunLedger(SqlLedger):
     """Writes and reads tool runs in the session database's ``adk_session_heal_tool_runs``.
 
     Args:
@@ -151,13 +150,13 @@ class SqlToolRunLedger:
         owns_engine: Dispose the engine on :meth:`close`.
     """
 
+    _unnamed = "the session database"
+
     def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
-        self.engine = engine
+        super().__init__(engine, owns_engine=owns_engine)
         # One statement per write: autocommit, set once on a copy of the engine (a
         # per-connection setting cost a call per write).
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._owns_engine = owns_engine
-        self._url: StoreUrl | None = None
 
     @classmethod
     def from_url(cls, url: str | StoreUrl, *, timeout: TimeoutArg = None,
@@ -171,17 +170,7 @@ class SqlToolRunLedger:
             engine: An engine already open on that database, to share (not
                 disposed on :meth:`close`); by default the ledger opens its own.
         """
-        store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
-        owns = engine is None
-        if engine is None:
-            engine = create_store_engine(store_url, writable=writable,
-                                         timeouts=Timeouts.of(timeout))
-        ledger = cls(engine, owns_engine=owns)
-        ledger._url = store_url
-        return ledger
-
-    def _name(self) -> str:
-        return str(self._url) if self._url else "the session database"
+        return cls._open(url, timeout=timeout, writable=writable, engine=engine)
 
     def open_copy(self) -> SqlToolRunLedger:
         """Returns this ledger over an engine of its own, for another thread's event loop.
@@ -205,17 +194,11 @@ class SqlToolRunLedger:
 
     async def check(self) -> None:
         """Raises :class:`LedgerError` unless the tool-run table is installed (revision 0002+)."""
-        try:
-            async with self.engine.connect() as conn:
-                revision = await read_ledger_revision(conn)
-        except CONNECT_ERRORS as exc:
-            if self._url is None:
-                raise LedgerError(f"cannot read the ledger: {type(exc).__name__}") from exc
-            raise translate_error(exc, self._url, "read") from exc
+        revision = await self.revision()
         if not has(revision, Feature.TOOL_RUNS):
             raise LedgerError(
-                f"no tool-run ledger in {self._name()} (ledger revision {revision!r}): run "
-                f"`adk-session-heal db upgrade {self._name()}` once to create it")
+                f"no tool-run ledger in {self._where()} (ledger revision {revision!r}): run "
+                f"`adk-session-heal db upgrade {self._where()}` once to create it")
 
     async def _write(self, statement: Any, params: dict[str, Any], doing: str) -> int:
         """Runs one statement in autocommit (one round trip; a single statement is atomic)."""
@@ -224,7 +207,7 @@ class SqlToolRunLedger:
                 result = await conn.execute(statement, params)
                 return int(result.rowcount)
         except SQLAlchemyError as exc:
-            raise LedgerError(f"cannot {doing} in {self._name()}: {type(exc).__name__}") from exc
+            raise LedgerError(f"cannot {doing} in {self._where()}: {type(exc).__name__}") from exc
 
     async def announce(self, runs: Sequence[ToolRun]) -> None:
         """Records calls the runner is about to run (``announced``), keeping any existing row.
@@ -253,7 +236,7 @@ class SqlToolRunLedger:
                     await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
         except SQLAlchemyError as exc:
             raise LedgerError(
-                f"cannot announce tool calls in {self._name()}: {type(exc).__name__}") from exc
+                f"cannot announce tool calls in {self._where()}: {type(exc).__name__}") from exc
 
     async def start(self, run: ToolRun) -> int:
         """Records that a tool is about to run; returns the attempt number recorded.
@@ -285,7 +268,7 @@ class SqlToolRunLedger:
                 return int((await conn.execute(select(func.last_insert_id()))).scalar_one())
         except SQLAlchemyError as exc:
             raise LedgerError(
-                f"cannot record a tool start in {self._name()}: {type(exc).__name__}") from exc
+                f"cannot record a tool start in {self._where()}: {type(exc).__name__}") from exc
 
     async def renew(self, run: ToolRun, lease_until: float) -> bool:
         """Pushes a running attempt's lease to ``lease_until``; ``False`` if it is not running."""
@@ -327,7 +310,7 @@ class SqlToolRunLedger:
                 rows = (await conn.execute(statement)).all()
         except SQLAlchemyError as exc:
             raise LedgerError(
-                f"cannot read tool runs in {self._name()}: {type(exc).__name__}") from exc
+                f"cannot read tool runs in {self._where()}: {type(exc).__name__}") from exc
         return {row.call_id: _run(row) for row in rows}
 
     async def empty(self) -> bool:
@@ -337,10 +320,5 @@ class SqlToolRunLedger:
                 row = (await conn.execute(select(TOOL_RUNS_TABLE.c.call_id).limit(1))).first()
         except SQLAlchemyError as exc:
             raise LedgerError(
-                f"cannot read tool runs in {self._name()}: {type(exc).__name__}") from exc
+                f"cannot read tool runs in {self._where()}: {type(exc).__name__}") from exc
         return row is None
-
-    async def close(self) -> None:
-        """Disposes the engine if this ledger created it."""
-        if self._owns_engine:
-            await self.engine.dispose()

@@ -1,29 +1,18 @@
-"""The tool-run ledger: one row per tool call, started (with a lease) then finished.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-26
-"""
+"""The tool-run ledger: one row per tool call, started (with a lease) then finished."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from adk_session_heal.store.ledger.migration_ops import create_table, drop_table
+from adk_session_heal.store.ledger.migration_ops import create_table, drop_table, session_columns
 
-revision = "0002"
-down_revision = "0001"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0002", "0001"  # created 2026-11-26
 
 
 def upgrade() -> None:
     create_table(
         "adk_session_heal_tool_runs",
-        sa.Column("app_name", sa.String(128), primary_key=True),
-        sa.Column("user_id", sa.String(128), primary_key=True),
-        sa.Column("session_id", sa.String(128), primary_key=True),
-        sa.Column("call_id", sa.String(128), primary_key=True),
+        *session_columns("call_id", primary_key=True),
         sa.Column("tool_name", sa.String(256), nullable=False),
         sa.Column("invocation_id", sa.String(256), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),

@@ -1,20 +1,12 @@
-"""Incremental scans: each scope's watermark and the sessions its last run left unsettled.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-26
-"""
+"""Incremental scans: each scope's watermark and the sessions its last run left unsettled."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from adk_session_heal.store.ledger.migration_ops import create_table, drop_table
+from adk_session_heal.store.ledger.migration_ops import create_table, drop_table, session_columns
 
-revision = "0005"
-down_revision = "0004"
-branch_labels = None
-depends_on = None
+revision, down_revision = "0005", "0004"  # created 2026-11-26
 
 
 def upgrade() -> None:
@@ -28,9 +20,7 @@ def upgrade() -> None:
     create_table(
         "adk_session_heal_unsettled",
         sa.Column("scope_id", sa.String(40), primary_key=True),
-        sa.Column("app_name", sa.String(128), primary_key=True),
-        sa.Column("user_id", sa.String(128), primary_key=True),
-        sa.Column("session_id", sa.String(128), primary_key=True),
+        *session_columns(primary_key=True),
     )
 
 

@@ -20,6 +20,12 @@ none of them classifies or plans on its own. The steps, in order:
 5. **plan** the heals (:func:`~adk_session_heal.core.healing.plan_session`),
    when asked to.
 
+The wrapper asks one question more of each session it reads: is it clean?
+:func:`decide_unless_clean` answers it first
+(:func:`~adk_session_heal.core.clean_prefix.clean_prefix`, reading only the
+events after the prefix found clean on the last read) and decides only a
+session that is not; the wrapper gets all it must know in one call.
+
 The module opens nothing: the one await is of the reader the caller hands in.
 """
 
@@ -30,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from ..policy import CallOutcome, HealPolicy
+from .clean_prefix import CleanPrefix, clean_prefix
 from .event_access import EventAccess
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings, classify
 from .heal_record import HealTrigger
@@ -128,6 +135,65 @@ async def decide(
                              seen_events=view.seen_events, before=view.before, access=access,
                              run_id=run_id)
     return SessionDecision(findings, superseded, heals)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedDecision:
+    """What :func:`decide_unless_clean` tells the wrapper of one session.
+
+    Attributes:
+        clean: The view's stored events as one clean prefix, for the caller to
+            remember and hand back on its next read (``None``: they are not
+            clean, or the view is partial).
+        decision: :func:`decide`'s decision (``None``: the events are clean,
+            with the incoming event too, so there is nothing to heal or take
+            back).
+    """
+
+    clean: CleanPrefix | None
+    decision: SessionDecision | None
+
+
+async def decide_unless_clean(
+    view: SessionView[E],
+    policy: HealPolicy,
+    *,
+    known: CleanPrefix | None,
+    now: float,
+    trigger: HealTrigger,
+    tool_runs: ToolRunReader | None = None,
+) -> CheckedDecision:
+    """Checks whether one session is clean and, only when it is not, decides it.
+
+    A clean session (every call answered once, no rewind) has nothing to heal
+    under any policy, so it costs no classification. Only a whole view
+    (``seen_events`` set) is checked: its stored events (the first
+    ``seen_events``) are read on from ``known``, and an incoming event after
+    them is checked on top of what they are found to be.
+
+    Args:
+        view: The session's events, perhaps with an incoming event at the end.
+        policy: As for :func:`decide`.
+        known: The clean prefix remembered from an earlier read of the same
+            session (``None``: none).
+        now: The clock; also the heals' ``healed_at``.
+        trigger: Which path decides.
+        tool_runs: The session store's tool-run ledger (``None``: none).
+
+    Returns:
+        The stored events' clean prefix, and the decision unless everything
+        is clean.
+    """
+    clean: CleanPrefix | None = None
+    stored = view.seen_events
+    if stored is not None:
+        events = view.events if stored == len(view.events) else view.events[:stored]
+        clean = clean_prefix(events, view.access, known)
+        if clean is not None and (events is view.events
+                                  or clean_prefix(view.events, view.access, clean) is not None):
+            return CheckedDecision(clean, None)
+    decision = await decide(view, policy, now=now, trigger=trigger, tool_runs=tool_runs)
+    return CheckedDecision(clean, decision)
 
 
 def with_tool_runs(findings: SessionFindings, runs: Mapping[str, ToolRun], *, now: float,

@@ -72,12 +72,12 @@ from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from typing_extensions import override
 
-from ..core.clean_prefix import CleanPrefix, clean_prefix
+from ..core.clean_prefix import CleanPrefix
 from ..core.event_access import ADK_EVENTS
 from ..core.heal_record import HealRecord, HealTrigger
 from ..core.healing import SessionHeals, apply_heals
 from ..core.late_results import LateResult, late_results
-from ..core.session_decision import SessionView, decide
+from ..core.session_decision import SessionView, decide, decide_unless_clean
 from ..core.session_key import SessionKey
 from ..core.tool_runs import ToolRunReader
 from ..errors import HealWriteError
@@ -171,10 +171,10 @@ class HealingSessionService(BaseSessionService):
         self._ledger = ledger
         self._tool_runs = tool_runs
         self._clock = clock
-        self._locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
+        self._locks: weakref.WeakValueDictionary[SessionKey, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
-        self._clean: OrderedDict[tuple[str, str, str], CleanPrefix] = OrderedDict()
+        self._clean: OrderedDict[SessionKey, CleanPrefix] = OrderedDict()
 
     @property
     def inner(self) -> BaseSessionService:
@@ -207,7 +207,7 @@ class HealingSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Forwards to the inner service."""
-        self._clean.pop((app_name, user_id, session_id), None)
+        self._clean.pop(SessionKey(app_name, user_id, session_id), None)
         await self._inner.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
     @override
@@ -321,33 +321,16 @@ class HealingSessionService(BaseSessionService):
         if stored is not None and _walk_back(stored.events, event)[0]:
             await self._take_back(stored, late_results(stored.events), now, warn=True)
 
-    def _lock_for(self, session: Session) -> asyncio.Lock:
-        key = (session.app_name, session.user_id, session.id)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
+    def _remember(self, key: SessionKey, clean: CleanPrefix) -> None:
+        """Remembers ``clean`` as the session's clean prefix, for its next read.
 
-    def _clean_now(self, session: Session, incoming: Event | None) -> bool:
-        """Whether the session (with ``incoming`` after it) is clean: then nothing is healed.
-
-        Reads only the events after the clean prefix remembered from an
-        earlier read (:func:`~adk_session_heal.core.clean_prefix.clean_prefix`),
-        and remembers the session's events as the new one when they are clean.
+        The least recently read session is forgotten past :data:`_CLEAN_SESSIONS`.
         """
-        key = (session.app_name, session.user_id, session.id)
-        known = self._clean.get(key)
-        clean = clean_prefix(session.events, ADK_EVENTS, known)
-        if clean is None:
-            return False
-        if clean is not known:
+        if clean is not self._clean.get(key):
             self._clean[key] = clean
             if len(self._clean) > _CLEAN_SESSIONS:
                 self._clean.popitem(last=False)
         self._clean.move_to_end(key)
-        return incoming is None or clean_prefix([*session.events, incoming], ADK_EVENTS,
-                                                clean) is not None
 
     async def _heal(
         self,
@@ -358,6 +341,10 @@ class HealingSessionService(BaseSessionService):
         whole: bool = True,
     ) -> bool:
         """Heals the session's dead calls in storage and in ``session.events``.
+
+        One way down: decide (:meth:`_decide`), write the heals through the
+        store's one writer under the session's lock, put them into
+        ``session.events``, and report those written (:meth:`_report_heals`).
 
         Args:
             session: The session as read (or as the runner holds it).
@@ -375,24 +362,8 @@ class HealingSessionService(BaseSessionService):
             was logged (fail-open).
         """
         now = self._clock()
-        events: Sequence[Event] = session.events
-        if incoming is not None:
-            events = [*session.events, incoming]
         try:  # fail-open like the write: a healer must never break the user's turn
-            if whole and self._clean_now(session, incoming):
-                return True
-            view = SessionView(SessionKey.of(session), events, ADK_EVENTS,
-                               seen_events=len(session.events) if whole else None,
-                               before=len(session.events))
-            decision = await decide(view, self.policy, now=now, trigger=trigger,
-                                    tool_runs=self._tool_runs)
-            if whole and incoming is None and decision.superseded:
-                await self._take_back(session, decision.superseded, now, warn=False)
-                view = replace(view, events=session.events, seen_events=len(session.events),
-                               before=len(session.events))
-                decision = await decide(view, self.policy, now=now, trigger=trigger,
-                                        tool_runs=self._tool_runs)
-            planned = decision.heals
+            planned = await self._decide(session, trigger, now, incoming=incoming, whole=whole)
         except Exception:
             if self.policy.raise_errors:
                 raise
@@ -406,7 +377,7 @@ class HealingSessionService(BaseSessionService):
         # The store layer (SQLAlchemy, drivers) is imported on the first heal,
         # not with the service: `adk web` builds the service at startup, and
         # sessions with nothing to heal never need it.
-        from ..store import store_for_service
+        from ..store import WriteOutcome, store_for_service
 
         store = store_for_service(self._inner, session)
         if (
@@ -415,9 +386,21 @@ class HealingSessionService(BaseSessionService):
             and not self.policy.is_quiet(session.events[-1].timestamp, now=now)
         ):
             return True
-        async with self._lock_for(session):
+        async with self._locks.setdefault(planned.key, asyncio.Lock()):
             try:
-                return await self._write(session, planned, store)
+                # With a SqlHealLedger on the session database, the ledger rows
+                # commit in the heals' own transaction.
+                in_transaction = self._ledger_in_transaction(store)
+                results = await store.write([planned], ledger=in_transaction, read_back=True)
+                in_storage = [r for r in results
+                              if r.outcome in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT)]
+                if not store.bumps_revision:
+                    session.events[:] = apply_heals(
+                        session.events,
+                        [(r.heal.plan.insert_at, r.stored or r.heal.event) for r in in_storage],
+                    )
+                await self._report_heals([r.heal.record for r in results if r.written],
+                                         in_transaction=in_transaction)
             except Exception as exc:
                 if self.policy.raise_errors:
                     raise HealWriteError(
@@ -436,6 +419,56 @@ class HealingSessionService(BaseSessionService):
                     },
                 )
                 return True
+        return len(in_storage) == len(results)
+
+    async def _decide(
+        self,
+        session: Session,
+        trigger: HealTrigger,
+        now: float,
+        *,
+        incoming: Event | None,
+        whole: bool,
+    ) -> SessionHeals | None:
+        """Decides which of the session's calls to heal, in one call to the core.
+
+        A whole session found clean
+        (:func:`~adk_session_heal.core.session_decision.decide_unless_clean`
+        reads only the events after the clean prefix remembered from its last
+        read) is remembered as the new one and costs nothing more. On a read,
+        the heals a late result superseded are taken back first, and the
+        session decided again without them.
+
+        Args:
+            session: As for :meth:`_heal`.
+            trigger: As for :meth:`_heal`.
+            now: The clock.
+            incoming: As for :meth:`_heal`.
+            whole: As for :meth:`_heal`.
+
+        Returns:
+            The heals to write (``None``: none).
+        """
+        events: Sequence[Event] = session.events
+        if incoming is not None:
+            events = [*session.events, incoming]
+        view = SessionView(SessionKey.of(session), events, ADK_EVENTS,
+                           seen_events=len(session.events) if whole else None,
+                           before=len(session.events))
+        checked = await decide_unless_clean(view, self.policy, known=self._clean.get(view.key),
+                                            now=now, trigger=trigger, tool_runs=self._tool_runs)
+        if checked.clean is not None:
+            self._remember(view.key, checked.clean)
+        decision = checked.decision
+        if decision is None:
+            return None
+        if whole and incoming is None and decision.superseded:
+            await self._take_back(session, decision.superseded, now, warn=False)
+            view = replace(view, events=session.events, seen_events=len(session.events),
+                           before=len(session.events))
+            decision = await decide(view, self.policy, now=now, trigger=trigger,
+                                    tool_runs=self._tool_runs)
+        return decision.heals
 
     def _ledger_in_transaction(self, store: SessionStore) -> bool:
         """Whether the ledger's rows can commit in the store's own write transaction."""
@@ -479,7 +512,7 @@ class HealingSessionService(BaseSessionService):
             for found in late
         ]
         in_transaction = self._ledger_in_transaction(store)
-        async with self._lock_for(session):
+        async with self._locks.setdefault(key, asyncio.Lock()):
             try:
                 results = await store.remove(removals, ledger=in_transaction)
             except Exception:
@@ -510,31 +543,13 @@ class HealingSessionService(BaseSessionService):
                 logger.exception("adk_session_heal: took back heal(s) in session %s but could"
                                  " not record it in the ledger", session.id)
 
-    async def _write(self, session: Session, planned: SessionHeals, store: SessionStore) -> bool:
-        """Writes the heals through the store's one writer and reports those written.
+    async def _report_heals(self, records: Sequence[HealRecord], *, in_transaction: bool) -> None:
+        """Reports the heals a write inserted (all of one session) and records them in the ledger.
 
-        With a :class:`~adk_session_heal.ledger.SqlHealLedger` on the session
-        database, the ledger rows commit in the heals' own transaction; any
-        other ledger records after the write.
-
-        Returns:
-            Whether every heal is now in storage (written, or already there):
-            ``False`` when one was skipped because the session moved.
+        Args:
+            records: The heals written.
+            in_transaction: Their ledger rows committed with the heals already.
         """
-        from ..store import WriteOutcome
-
-        in_transaction = self._ledger_in_transaction(store)
-        results = await store.write([planned], ledger=in_transaction, read_back=True)
-        if not store.bumps_revision:
-            session.events[:] = apply_heals(
-                session.events,
-                [
-                    (r.heal.plan.insert_at, r.stored or r.heal.event)
-                    for r in results
-                    if r.outcome in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT)
-                ],
-            )
-        records = [r.heal.record for r in results if r.written]
         for record in records:
             report_heal(record, self._on_heal)
         if records and self._ledger is not None and not in_transaction:
@@ -545,9 +560,8 @@ class HealingSessionService(BaseSessionService):
                     raise
                 logger.exception(
                     "adk_session_heal: healed session %s but could not record it in the ledger",
-                    session.id,
+                    records[0].session_id,
                 )
-        return all(r.outcome in (WriteOutcome.WRITTEN, WriteOutcome.PRESENT) for r in results)
 
 
 def _walk_back(events: Sequence[Event], event: Event) -> tuple[bool, float | None]:

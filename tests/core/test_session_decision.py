@@ -8,11 +8,17 @@ from typing import Any
 from google.adk.events.event import Event
 from google.genai import types
 
+from adk_session_heal.core.clean_prefix import clean_prefix
 from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON
 from adk_session_heal.core.findings import CallStatus, classify
 from adk_session_heal.core.heal_record import HealTrigger
 from adk_session_heal.core.healing import apply_heals, build_heal_event, plan_heals, plan_session
-from adk_session_heal.core.session_decision import SessionView, decide, with_tool_runs
+from adk_session_heal.core.session_decision import (
+    SessionView,
+    decide,
+    decide_unless_clean,
+    with_tool_runs,
+)
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun
 from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome, HealPolicy, ToolEffect
@@ -161,6 +167,77 @@ async def test_plan_false_classifies_without_planning() -> None:
                             plan=False)
 
     assert decision.findings.needs_healing and decision.heals is None
+
+
+# ---- the wrapper's question (decide_unless_clean) ----
+
+def answered() -> History:
+    """user asks -> get_weather called -> answered -> model replies: a clean session."""
+    history = History(start=NOW - 60)
+    history.user("weather in Paris?")
+    call_id = history.call("get_weather", {"city": "Paris"})
+    history.respond((call_id, "get_weather", {"celsius": 21}))
+    history.text("21 degrees.")
+    return history
+
+
+async def test_a_clean_session_is_remembered_and_not_decided() -> None:
+    """A clean session gives its clean prefix and no decision; read again unchanged, the same
+    prefix comes back and the tool-run ledger is never asked."""
+    events = answered().events
+    runs = Runs()
+
+    first = await decide_unless_clean(view(events), HealPolicy(), known=None, now=NOW,
+                                      trigger=HealTrigger.GET_SESSION, tool_runs=runs)
+    again = await decide_unless_clean(view(events), HealPolicy(), known=first.clean, now=NOW,
+                                      trigger=HealTrigger.GET_SESSION, tool_runs=runs)
+
+    assert first.clean == clean_prefix(events, ADK_EVENTS) and first.decision is None
+    assert again.clean is first.clean and again.decision is None
+    assert runs.asked == []
+
+
+async def test_a_session_that_is_not_clean_is_decided_as_decide_decides() -> None:
+    """A dead call: no clean prefix, and the decision decide makes."""
+    events, _ = crashed()
+
+    checked = await decide_unless_clean(view(events), HealPolicy(), known=None, now=NOW,
+                                        trigger=HealTrigger.GET_SESSION)
+    decision = await decide(view(events), HealPolicy(), now=NOW,
+                            trigger=HealTrigger.GET_SESSION)
+
+    assert checked.clean is None and checked.decision == decision
+
+
+async def test_an_incoming_call_is_decided_but_the_stored_events_are_remembered() -> None:
+    """Stored events clean, an incoming event that calls a tool: the stored events' prefix
+    is given for remembering, and the whole is decided."""
+    history = answered()
+    stored = list(history.events)
+    history.call("get_time", {})
+    incoming = history.events[-1]
+    events = [*stored, incoming]
+    whole = SessionView(KEY, events, ADK_EVENTS, seen_events=len(stored), before=len(stored))
+
+    checked = await decide_unless_clean(whole, HealPolicy(), known=None, now=NOW,
+                                        trigger=HealTrigger.APPEND)
+
+    assert checked.clean == clean_prefix(stored, ADK_EVENTS)
+    assert checked.decision == await decide(whole, HealPolicy(), now=NOW,
+                                            trigger=HealTrigger.APPEND)
+
+
+async def test_a_partial_view_is_always_decided() -> None:
+    """A partial read (no seen_events) cannot be recognised again: it is decided, never
+    remembered."""
+    events = answered().events
+    partial = SessionView(KEY, events, ADK_EVENTS, seen_events=None)
+
+    checked = await decide_unless_clean(partial, HealPolicy(), known=None, now=NOW,
+                                        trigger=HealTrigger.GET_SESSION)
+
+    assert checked.clean is None
+    assert checked.decision is not None and checked.decision.heals is None
 
 
 # ---- the tool-run correction (with_tool_runs) ----

@@ -18,7 +18,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.x` stays light
-    from .core.event_access import HEAL_METADATA_KEY
     from .core.findings import CallStatus, SessionFindings, classify
     from .core.heal_record import HealRecord
     from .core.session_key import SessionKey
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
     from .errors import HealError, StoreError
     from .ops.repair import RepairPlan, apply_plan, plan_repair, repair
     from .ops.repair_report import RepairReport
-    from .ops.scan import scan
+    from .ops.scan import ScanOptions, scan
     from .ops.scan_report import ScanReport
     from .plugins import ToolAwareContextFilterPlugin, ToolRunLedgerPlugin
     from .policy import HealPolicy, ToolEffect
@@ -37,13 +36,13 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
 
 __all__ = [
     "CallStatus",
-    "HEAL_METADATA_KEY",
     "HealError",
     "HealPolicy",
     "HealRecord",
     "HealingSessionService",
     "RepairPlan",
     "RepairReport",
+    "ScanOptions",
     "ScanReport",
     "SessionFilter",
     "SessionFindings",
@@ -65,13 +64,13 @@ __all__ = [
 
 _PUBLIC = {
     "CallStatus": "core.findings",
-    "HEAL_METADATA_KEY": "core.event_access",
     "HealError": "errors",
     "HealPolicy": "policy",
     "HealRecord": "core.heal_record",
     "HealingSessionService": "runtime.service",
     "RepairPlan": "ops.repair",
     "RepairReport": "ops.repair_report",
+    "ScanOptions": "ops.scan",
     "ScanReport": "ops.scan_report",
     "SessionFilter": "store",
     "SessionFindings": "core.findings",

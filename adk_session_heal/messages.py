@@ -220,19 +220,13 @@ def anthropic_repair(messages: Sequence[Message],
                      policy: HealPolicy | None = None) -> list[Message]:
     """Makes every ``tool_use`` answered in the next turn and every result owned.
 
-    A ``tool_use`` with no ``tool_result`` in the next turn gets a synthetic one
-    (``is_error: true``, the policy's payload as JSON), placed after the
-    existing results of the next turn's first user message, or in a new user
-    message when the next turn is not the user's. Results that answer no
-    ``tool_use`` of the turn before, or answer one twice, are dropped; a message
-    left without content is dropped. The request-side repairer
+    Like :func:`repair` (the same arguments, a new list), for Messages API
+    messages. A ``tool_use`` with no ``tool_result`` in the next turn gets a
+    synthetic one (``is_error: true``, the policy's payload as JSON), placed
+    after the existing results of the next turn's first user message, or in a
+    new user message when the next turn is not the user's. Results that answer
+    no ``tool_use`` of the turn before, or answer one twice, are dropped; a
+    message left without content is dropped. The request-side repairer
     (:func:`~adk_session_heal.providers.request_repair.repair_anthropic`) does the work.
-
-    Args:
-        messages: The messages, oldest first (not modified).
-        policy: Supplies the synthetic payload (default: :class:`HealPolicy`).
-
-    Returns:
-        A new list.
     """
     return repair_anthropic(messages, policy)

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_CLOCK_SKEW",
     "DEFAULT_OLDER_THAN",
     "DEFAULT_PAYLOAD",
+    "HEAL_METADATA_KEY",
     "LEDGER_ERRORS",
     "NOT_STARTED_ERROR",
     "RETRY_SAFE_ERRORS",
@@ -76,15 +77,13 @@ class CallOutcome(str, enum.Enum):
     """The tool returned, but its response never reached the session."""
 
 
+_RETRY_SAFE_ERROR = ("Tool execution was interrupted before it returned; {why}, so it is safe "
+                     "to retry.")
+"""The wording of :data:`RETRY_SAFE_ERRORS`: the two effects differ only in why a retry is safe."""
+
 RETRY_SAFE_ERRORS: Mapping[ToolEffect, str] = {
-    ToolEffect.READ_ONLY: (
-        "Tool execution was interrupted before it returned; it has no side effects, "
-        "so it is safe to retry."
-    ),
-    ToolEffect.IDEMPOTENT: (
-        "Tool execution was interrupted before it returned; repeating it has no further "
-        "effect, so it is safe to retry."
-    ),
+    ToolEffect.READ_ONLY: _RETRY_SAFE_ERROR.format(why="it has no side effects"),
+    ToolEffect.IDEMPOTENT: _RETRY_SAFE_ERROR.format(why="repeating it has no further effect"),
 }
 """The ``error`` a heal of a read-only or idempotent tool's call carries."""
 
@@ -142,6 +141,9 @@ def effect_payload(
         error, safe = LEDGER_ERRORS.get(outcome, UNSAFE_RETRY_ERROR), False
     return {"error": error, "outcome": outcome.value, "safe_to_retry": safe}
 
+
+HEAL_METADATA_KEY = "adk_session_heal"
+"""Key of ``Event.custom_metadata`` that marks an event this package wrote (a heal)."""
 
 DEFAULT_PAYLOAD: Mapping[str, Any] = effect_payload(ToolEffect.UNKNOWN)
 """The response a healed call of an undeclared tool gets unless the policy says otherwise:

@@ -49,7 +49,7 @@ from bench_scan import database, filled, naive  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
-from adk_session_heal import migrate  # noqa: E402
+from adk_session_heal import ScanOptions, migrate  # noqa: E402
 from adk_session_heal.ops.scan import scan  # noqa: E402
 
 NOW = 1_800_000_000.0
@@ -76,7 +76,7 @@ asyncio.run(main())
 async def scan_in_process(store: Store, *, prefilter: str) -> tuple[float, int, int]:
     """``scan()``; returns (seconds, events, dead calls)."""
     started = time.perf_counter()
-    report = await scan(store.url, now=NOW, prefilter=prefilter)  # type: ignore[arg-type]
+    report = await scan(store.url, ScanOptions(prefilter=prefilter), now=NOW)  # type: ignore[arg-type]
     return time.perf_counter() - started, report.events_scanned, len(report.dead_calls)
 
 

@@ -50,7 +50,7 @@ from google.adk.sessions import DatabaseSessionService  # noqa: E402
 from servers import temporary_database  # noqa: E402
 from stores import APP, USER, Store, bulk_fill, bulk_histories  # noqa: E402
 
-from adk_session_heal import migrate  # noqa: E402
+from adk_session_heal import ScanOptions, migrate  # noqa: E402
 from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON  # noqa: E402
 from adk_session_heal.core.findings import classify  # noqa: E402
 from adk_session_heal.ops.repair import repair  # noqa: E402
@@ -136,7 +136,7 @@ async def timed_scan(store: Store) -> tuple[float, int]:
     compared with the floor.)
     """
     started = time.perf_counter()
-    report = await scan(store.url, now=NOW, prefilter="never")
+    report = await scan(store.url, ScanOptions(prefilter="never"), now=NOW)
     return time.perf_counter() - started, report.events_scanned
 
 

@@ -29,7 +29,7 @@ import sys
 
 from google.adk.sessions import DatabaseSessionService
 
-from adk_session_heal import repair, scan
+from adk_session_heal import ScanOptions, SessionFilter, repair, scan
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.testing import (
     APP_NAME,
@@ -60,7 +60,10 @@ async def one_off_repair(db_url: str) -> bool:
     """Builds the broken database, repairs it, and returns whether it healed once."""
     session_id = await broken_database(db_url)
 
-    report = await scan(db_url)
+    # What to read and how to judge it, as one value: here one app's sessions, calls of the
+    # newest turn dead after the default day; scan and repair take the same value.
+    options = ScanOptions(where=SessionFilter(app_name=APP_NAME))
+    report = await scan(db_url, options)
     print(f"2. scan: {report.sessions_scanned} session(s), {len(report.dead_calls)} dead call(s)")
     for call in report.dead_calls:
         print(f"   {call.status}: {call.tool_name}#{call.call_id} in session {call.session_id}")
@@ -68,15 +71,15 @@ async def one_off_repair(db_url: str) -> bool:
     revision = await upgrade(db_url)
     print(f"3. heal ledger installed (revision {revision})")
 
-    preview = await repair(db_url, dry_run=True)
+    preview = await repair(db_url, options, dry_run=True)
     print(f"4. dry run: would write {len(preview.heals)} synthetic event(s)")
 
-    done = await repair(db_url)
+    done = await repair(db_url, options)
     print(f"5. repair: wrote {done.healed} synthetic event(s)")
     for heal in done.heals:
         print(f"   {heal.event.id}: {describe_event(heal.event)}")
 
-    again = await repair(db_url)
+    again = await repair(db_url, options)
     print(f"6. repair again: wrote {again.healed}, found {len(again.scan.dead_calls)} dead call(s)")
     return (
         len(report.dead_calls) == 1

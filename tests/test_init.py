@@ -15,13 +15,13 @@ API_DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
 PUBLIC_API = [
     "CallStatus",
-    "HEAL_METADATA_KEY",
     "HealError",
     "HealPolicy",
     "HealRecord",
     "HealingSessionService",
     "RepairPlan",
     "RepairReport",
+    "ScanOptions",
     "ScanReport",
     "SessionFilter",
     "SessionFindings",

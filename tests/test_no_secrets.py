@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from adk_session_heal import migrate
+from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.cli import main
 from adk_session_heal.errors import HealError, StoreError
 from adk_session_heal.ledger import SqlHealLedger
@@ -220,6 +220,6 @@ async def test_the_python_api_times_out_with_a_store_error(silent_server: int) -
     """scan(url, timeout=...) raises StoreError after the timeout; a bad timeout is refused."""
     url = f"mysql+aiomysql://u:{PW}@127.0.0.1:{silent_server}/db"
     with pytest.raises(StoreError, match="no answer in time"):
-        await scan(url, timeout=0.5)
+        await scan(url, ScanOptions(timeout=0.5))
     with pytest.raises(StoreError, match="positive"):
-        await scan(url, timeout=0)
+        await scan(url, ScanOptions(timeout=0))

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.core.heal_record import HealRecord, HealTrigger
 from adk_session_heal.observe import (
     DEAD_CALL_SPAN,
@@ -327,7 +328,7 @@ async def test_two_dead_calls_healed_by_repair_are_two_spans(telemetry: Telemetr
     finally:
         await inner.close()
     policy = HealPolicy(tool_effects={k: ToolEffect(v) for k, v in TWO_EFFECTS.items()})
-    report = await repair(url, policy=policy, ledger=False)
+    report = await repair(url, ScanOptions(policy=policy), ledger=False)
     assert report.healed == 1
     assert_two_dead_calls(telemetry, "repair")
 

@@ -15,7 +15,7 @@ import click
 
 from .exits import CliError, _run
 from .options import _filters, _output_format, _timeout, _url_argument
-from .render import _console, _note, _print_json, _print_lines, _table
+from .render import _console, _print_data, _table
 
 T = TypeVar("T")
 
@@ -50,13 +50,10 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
         app_name=app_name, user_id=user_id, session_id=session_id)))
     summary = f"Heals recorded in {shown_url}: {len(records)}"
     if output != "table":
-        if output == "json":
-            _print_json(history_json(shown_url, records))
-        else:
-            _print_lines(output, history_records(records),
-                         {"command": "history", "url": shown_url,
-                          "heals_recorded": len(records)}, HISTORY_COLUMNS)
-        _note(output, summary)
+        _print_data(output, [summary], lambda: history_json(shown_url, records),
+                    lambda: history_records(records),
+                    {"command": "history", "url": shown_url, "heals_recorded": len(records)},
+                    HISTORY_COLUMNS)
         return
     table = _table(f"Heals recorded in {shown_url}", (
         "healed at (UTC)", "session (app/user/id)", "synthetic event", "tools", "reason",
@@ -74,16 +71,16 @@ async def _read_ledger(url: str, timeout: float | None,
                        read: Callable[[Any], Awaitable[T]]) -> tuple[str, T]:
     """Checks the store's URL, then reads its heal ledger (SQL or Redis): (shown URL, result)."""
     from ..store import open_store
-    from ..store.ledger.heal_ledger import open_heal_ledger
 
     store = await open_store(url, timeout=timeout)
-    await store.close()
-    assert store.url is not None
-    ledger = open_heal_ledger(store.url, timeout=timeout)
     try:
-        return str(store.url), await read(ledger)
+        ledger = store.heal_ledger(timeout)
+        try:
+            return str(store.url), await read(ledger)
+        finally:
+            await ledger.close()
     finally:
-        await ledger.close()
+        await store.close()
 
 
 def _history_runs(url: str, timeout: float | None, output: str) -> None:
@@ -94,13 +91,10 @@ def _history_runs(url: str, timeout: float | None, output: str) -> None:
     shown_url, runs = _run(_read_ledger(url, timeout, lambda ledger: ledger.runs()))
     summary = f"Runs recorded in {shown_url}: {len(runs)}"
     if output != "table":
-        if output == "json":
-            _print_json(runs_json(shown_url, runs))
-        else:
-            _print_lines(output, runs_records(runs),
-                         {"command": "history --runs", "url": shown_url, "runs": len(runs)},
-                         RUNS_COLUMNS)
-        _note(output, summary)
+        _print_data(output, [summary], lambda: runs_json(shown_url, runs),
+                    lambda: runs_records(runs),
+                    {"command": "history --runs", "url": shown_url, "runs": len(runs)},
+                    RUNS_COLUMNS)
         return
     table = _table(f"Runs recorded in {shown_url}", (
         "run id", "kind", "started (UTC)", "finished (UTC)", "host", "written", "removed",

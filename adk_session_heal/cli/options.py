@@ -31,7 +31,6 @@ from .exits import _DEBUG, CliError
 
 if TYPE_CHECKING:
     from ..core.shards import Shard
-    from ..store import SessionFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -183,47 +182,42 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> flo
         raise CliError(str(exc)) from exc
 
 
-def _changed_only(where: SessionFilter, since: float | None, incremental: bool) -> None:
-    """Refuses ``--since`` with ``--incremental``, and ``--incremental`` with ``--session``."""
-    from ..store.incremental import check_request
-    try:
-        check_request(where, since=since is not None, incremental=incremental)
-    except ValueError as exc:
-        raise CliError(str(exc)) from exc
-
-
 def _fleet(command: F) -> F:
     """``--shard``, ``--full-scan``, ``--prefilter``, ``--incremental``, ``--since``."""
-    command = click.option(
-        "--since", callback=_since, metavar="WHEN",
-        help="Only sessions updated since WHEN (a duration such as 2h or 3d, or an ISO 8601 "
-        "time), as stored in sessions.update_time, less --clock-skew.",
-    )(command)
-    command = click.option(
-        "--incremental", is_flag=True,
-        help="Only sessions updated since this app/user/shard's last --incremental run, and "
-        "those it left unsettled (a first run reads all); saves the new state in the ledger "
-        "(revision 0005: db upgrade).",
-    )(command)
-    command = click.option(
-        "--full-scan", "prefilter", flag_value="never",
-        help="Classify every session in Python instead of letting the database pick the "
-        "ones that can hold a finding first (the SQL prefilter, used by default on "
-        "PostgreSQL; it hands any row it cannot read to Python).",
-    )(command)
-    command = click.option(
-        "--prefilter", "prefilter", flag_value="always",
-        help="Use the SQL prefilter on SQLite and MySQL/MariaDB too (measured slower there).",
-    )(command)
-    # The default needs a flag of its own: click 8.1 reads a string default on either
-    # flag above as that flag's value (so no flag would mean --full-scan).
-    command = click.option("--auto-prefilter", "prefilter", flag_value="auto", default=True,
-                           hidden=True)(command)
-    return click.option(
-        "--shard", callback=_shard, metavar="I/N",
-        help="Only the I-th of N parts of the sessions (by a stable hash of the session "
-        "key; I counts from 1): run N jobs side by side, --shard 1/N ... --shard N/N.",
-    )(command)
+    for option in reversed((
+        click.option(
+            "--shard", callback=_shard, metavar="I/N",
+            help="Only the I-th of N parts of the sessions (by a stable hash of the session "
+            "key; I counts from 1): run N jobs side by side, --shard 1/N ... --shard N/N.",
+        ),
+        # The default needs a flag of its own: click 8.1 reads a string default on either
+        # flag below as that flag's value (so no flag would mean --full-scan).
+        click.option("--auto-prefilter", "prefilter", flag_value="auto", default=True,
+                     hidden=True),
+        click.option(
+            "--prefilter", "prefilter", flag_value="always",
+            help="Use the SQL prefilter on SQLite and MySQL/MariaDB too (measured slower there).",
+        ),
+        click.option(
+            "--full-scan", "prefilter", flag_value="never",
+            help="Classify every session in Python instead of letting the database pick the "
+            "ones that can hold a finding first (the SQL prefilter, used by default on "
+            "PostgreSQL; it hands any row it cannot read to Python).",
+        ),
+        click.option(
+            "--incremental", is_flag=True,
+            help="Only sessions updated since this app/user/shard's last --incremental run, "
+            "and those it left unsettled (a first run reads all); saves the new state in the "
+            "ledger (revision 0005: db upgrade).",
+        ),
+        click.option(
+            "--since", callback=_since, metavar="WHEN",
+            help="Only sessions updated since WHEN (a duration such as 2h or 3d, or an ISO "
+            "8601 time), as stored in sessions.update_time, less --clock-skew.",
+        ),
+    )):
+        command = option(command)
+    return command
 
 
 def _older_than(command: F) -> F:
@@ -244,6 +238,37 @@ def _older_than(command: F) -> F:
         "this plus --clock-skew (by their stored time); younger ones are listed as in "
         "flight. Calls superseded by a later invocation are dead at any age.",
     )(command)
+
+
+def _scan_options(command: F) -> F:
+    """Adds what a run reads and how it judges it, and hands them on as one ``options`` value.
+
+    Declares ``--app``/``--user``/``--session`` (:func:`_filters`), the fleet
+    options (:func:`_fleet`) and ``--older-than``/``--clock-skew``
+    (:func:`_older_than`); with the command's ``--timeout`` (:func:`_timeout`)
+    they reach it as one :class:`~adk_session_heal.ops.scan.ScanOptions`,
+    whose refusals (``--since`` with ``--incremental``, ``--incremental`` for
+    one session) are one line.
+    """
+
+    @functools.wraps(command)
+    def gathered(*args: Any, app_name: str | None, user_id: str | None,
+                 session_id: str | None, shard: Shard | None, prefilter: Any,
+                 incremental: bool, since: float | None, older_than: float, clock_skew: float,
+                 timeout: float | None, **kwargs: Any) -> Any:
+        from ..ops.scan import ScanOptions
+        from ..policy import HealPolicy
+        from ..store import SessionFilter
+        try:
+            options = ScanOptions(where=SessionFilter(app_name, user_id, session_id, shard),
+                                  policy=HealPolicy(stale_after=older_than, clock_skew=clock_skew),
+                                  prefilter=prefilter, since=since, incremental=incremental,
+                                  timeout=timeout)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        return command(*args, options=options, **kwargs)
+
+    return _filters(_fleet(_older_than(cast(F, gathered))))
 
 
 def _timeout(command: F) -> F:

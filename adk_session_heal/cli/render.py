@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -110,6 +110,46 @@ def _print_lines(output: str, records: Iterable[dict[str, Any]], summary: dict[s
 
 def _print_json(document: dict[str, Any]) -> None:
     click.echo(json.dumps(document, indent=2))
+
+
+def _print_data(output: str, summaries: Sequence[str], document: Callable[[], dict[str, Any]],
+                records: Callable[[], Iterable[dict[str, Any]]], header: dict[str, Any],
+                columns: Sequence[str]) -> None:
+    """Prints a list in a data format (``json``, ``jsonl`` or ``tsv``), then its summary.
+
+    Args:
+        output: The format: anything but ``table``.
+        summaries: The summary lines (on stderr).
+        document: Builds the ``json`` document (called for ``json`` only).
+        records: Gives the ``jsonl`` and ``tsv`` records (not called for ``json``).
+        header: The fields of the ``jsonl`` summary line.
+        columns: The ``tsv`` columns.
+    """
+    if output == "json":
+        _print_json(document())
+    else:
+        _print_lines(output, records(), header, columns)
+    for summary in summaries:
+        _note(output, summary)
+
+
+class _Report(Protocol):
+    """What every operator report gives the data formats."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def records(self) -> Iterable[dict[str, Any]]: ...
+
+    def summary_json(self) -> dict[str, Any]: ...
+
+    def summary_line(self) -> str: ...
+
+
+def _print_report(output: str, report: _Report, columns: Sequence[str], *,
+                  first: str | None = None) -> None:
+    """Prints a report in a data format, then its summary line (after ``first``, if given)."""
+    _print_data(output, [*([first] if first is not None else []), report.summary_line()],
+                report.to_json, report.records, report.summary_json(), columns)
 
 
 def _table(title: str, columns: Sequence[str]) -> Table:

@@ -12,14 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..policy import DEFAULT_BATCH_SIZE, HealPolicy
+from ..policy import DEFAULT_BATCH_SIZE
 from .exits import _WITHOUT_LEDGER, EXIT_SKIPPED, CliError, _run
 from .options import (
-    _changed_only,
-    _filters,
-    _fleet,
-    _older_than,
     _output_format,
+    _scan_options,
     _timeout,
     _url_argument,
     _url_in_hint,
@@ -27,10 +24,8 @@ from .options import (
 from .render import (
     _Bar,
     _console,
-    _note,
-    _print_json,
-    _print_lines,
     _print_repair_tables,
+    _print_report,
     _progress,
     _scan_bar,
     _table,
@@ -38,16 +33,14 @@ from .render import (
 
 if TYPE_CHECKING:
     from ..core.heal_record import HealRecord
-    from ..core.shards import Shard
     from ..ops.repair import RepairPlan
-    from ..ops.scan import PrefilterMode
+    from ..ops.scan import ScanOptions
+    from ..store.engines import TimeoutArg
 
 
 @click.command("repair")
 @_url_argument
-@_filters
-@_fleet
-@_older_than
+@_scan_options
 @click.option("--dry-run", is_flag=True, help="Print exactly what would be written; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--no-ledger", is_flag=True, help="Do not record heals in the heal ledger.")
@@ -57,11 +50,8 @@ if TYPE_CHECKING:
               help="Take back the heals repair run RUN_ID wrote (history --runs lists runs).")
 @_timeout
 @_output_format
-def repair_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                   shard: Shard | None, prefilter: PrefilterMode, incremental: bool,
-                   since: float | None, older_than: float, clock_skew: float, dry_run: bool,
-                   yes: bool, no_ledger: bool, batch_size: int, undo_run: str | None,
-                   timeout: float | None, output: str) -> None:
+def repair_command(url: str, options: ScanOptions, dry_run: bool, yes: bool, no_ledger: bool,
+                   batch_size: int, undo_run: str | None, output: str) -> None:
     """Heal dead tool calls: one synthetic error response per dead call event.
 
     Idempotent and safe to interrupt: a rerun finishes the job and heals nothing
@@ -83,27 +73,22 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
     from ..ops.repair_report import RepairReport
     from ..ops.text_output import REPAIR_COLUMNS, counted
     from ..store import SessionFilter
-    where = SessionFilter(app_name, user_id, session_id, shard)
-    policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
     if not dry_run and not yes and not sys.stdin.isatty():
         raise CliError("repair writes to the database: pass --yes to confirm "
                        "(or --dry-run to see what it would write)")
     if undo_run is not None:
-        if no_ledger or where != SessionFilter() or incremental or since is not None:
+        if (no_ledger or options.where != SessionFilter() or options.incremental
+                or options.since is not None):
             raise CliError("--undo takes back a whole run, recorded in the ledger: it goes "
                            "with neither --no-ledger nor --app/--user/--session/--shard/"
                            "--incremental/--since")
-        _undo(url, undo_run, dry_run=dry_run, yes=yes, batch_size=batch_size, timeout=timeout,
-              output=output)
+        _undo(url, undo_run, dry_run=dry_run, yes=yes, batch_size=batch_size,
+              timeout=options.timeout, output=output)
         return
-    _changed_only(where, since, incremental)
     click.get_current_context().meta[_WITHOUT_LEDGER] = "repair"
     with _progress(output) as progress:
-        plan: RepairPlan = _run(plan_repair(url, where=where, policy=policy,
-                                            progress=_scan_bar(progress), timeout=timeout,
-                                            prefilter=prefilter, since=since,
-                                            incremental=incremental, writing=not dry_run,
-                                            ledger=not no_ledger))
+        plan: RepairPlan = _run(plan_repair(url, options, progress=_scan_bar(progress),
+                                            writing=not dry_run, ledger=not no_ledger))
     if dry_run:
         report = RepairReport.dry(plan.scan, plan.heals)
     else:
@@ -122,24 +107,19 @@ def repair_command(url: str, app_name: str | None, user_id: str | None, session_
                 bar.start(len(plan.heals))
                 on_heal = lambda _record: bar.advance(1)  # noqa: E731
             report = _run(apply_plan(plan, ledger=not no_ledger, batch_size=batch_size,
-                                     on_heal=on_heal, timeout=timeout))
+                                     on_heal=on_heal))
     if output == "table":
         _print_repair_tables(_console(), report, undo_hint=(
             None if report.run_id is None else f"Run {report.run_id}: `adk-session-heal "
             f"repair{_url_in_hint(url)} --undo {report.run_id}` takes it back."))
     else:
-        if output == "json":
-            _print_json(report.to_json())
-        else:
-            _print_lines(output, report.records(), report.summary_json(), REPAIR_COLUMNS)
-        _note(output, report.scan.summary_line())
-        _note(output, report.summary_line())
+        _print_report(output, report, REPAIR_COLUMNS, first=report.scan.summary_line())
     sys.exit(EXIT_SKIPPED if report.skipped or report.scan.damaged_rows or report.kept_back
              else 0)
 
 
 def _undo(url: str, run_id: str, *, dry_run: bool, yes: bool, batch_size: int,
-          timeout: float | None, output: str) -> None:
+          timeout: TimeoutArg, output: str) -> None:
     """``repair --undo``: shows the plan, asks (on a terminal, without --yes), undoes, prints."""
     from ..ops.text_output import counted
     from ..ops.undo import UNDO_COLUMNS, undo
@@ -162,9 +142,5 @@ def _undo(url: str, run_id: str, *, dry_run: bool, yes: bool, batch_size: int,
         console.print(table)
         console.print(report.summary_line())
     else:
-        if output == "json":
-            _print_json(report.to_json())
-        else:
-            _print_lines(output, report.records(), report.summary_json(), UNDO_COLUMNS)
-        _note(output, report.summary_line())
+        _print_report(output, report, UNDO_COLUMNS)
     sys.exit(EXIT_SKIPPED if report.count(RemoveOutcome.KEPT) else 0)

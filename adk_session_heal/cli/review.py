@@ -22,7 +22,7 @@ from .options import (
     _url_argument,
     _url_in_hint,
 )
-from .render import _age, _console, _note, _print_json, _print_lines, _table
+from .render import _age, _console, _note, _print_json, _print_report, _table
 
 
 class _ReviewGroup(click.Group):
@@ -80,12 +80,8 @@ def review_list_command(url: str, app_name: str | None, user_id: str | None,
                               record["run_outcome"])
             console.print(table)
         console.print(report.summary_line())
-    elif output == "json":
-        _print_json(report.to_json())
     else:
-        _print_lines(output, report.records(), report.summary_json(), REVIEW_COLUMNS)
-    if output != "table":
-        _note(output, report.summary_line())
+        _print_report(output, report, REVIEW_COLUMNS)
     if report.calls:
         _note(output, "Check each in the real system, then record what happened: "
               f"`adk-session-heal review resolve CALL_ID{_url_in_hint(url)} --result JSON` "

@@ -13,11 +13,8 @@ import click
 
 from .exits import EXIT_NEEDS_HEALING, EXIT_SKIPPED, _run
 from .options import (
-    _changed_only,
-    _filters,
-    _fleet,
-    _older_than,
     _output_format,
+    _scan_options,
     _selection_in_hint,
     _timeout,
     _url_argument,
@@ -26,29 +23,22 @@ from .options import (
 from .render import (
     _console,
     _note,
-    _print_json,
-    _print_lines,
+    _print_report,
     _print_scan_tables,
     _progress,
     _scan_bar,
 )
 
 if TYPE_CHECKING:
-    from ..core.shards import Shard
-    from ..ops.scan import PrefilterMode
+    from ..ops.scan import ScanOptions
 
 
 @click.command("scan")
 @_url_argument
-@_filters
-@_fleet
-@_older_than
+@_scan_options
 @_timeout
 @_output_format
-def scan_command(url: str, app_name: str | None, user_id: str | None, session_id: str | None,
-                 shard: Shard | None, prefilter: PrefilterMode, incremental: bool,
-                 since: float | None, older_than: float, clock_skew: float,
-                 timeout: float | None, output: str) -> None:
+def scan_command(url: str, options: ScanOptions, output: str) -> None:
     """Report dead tool calls, and the in-flight and pending ones, read-only.
 
     Exit 0: nothing to heal; 1: something needs healing (wins over 3); 2: bad
@@ -59,21 +49,12 @@ def scan_command(url: str, app_name: str | None, user_id: str | None, session_id
     """
     from ..ops.scan import scan
     from ..ops.text_output import SCAN_COLUMNS
-    from ..store import SessionFilter
-    where = SessionFilter(app_name, user_id, session_id, shard)
-    _changed_only(where, since, incremental)
     with _progress(output) as progress:
-        report = _run(scan(url, where=where, stale_after=older_than, clock_skew=clock_skew,
-                           progress=_scan_bar(progress), timeout=timeout,
-                           prefilter=prefilter, since=since, incremental=incremental))
+        report = _run(scan(url, options, progress=_scan_bar(progress)))
     if output == "table":
         _print_scan_tables(_console(), report)
     else:
-        if output == "json":
-            _print_json(report.to_json())
-        else:
-            _print_lines(output, report.records(), report.summary_json(), SCAN_COLUMNS)
-        _note(output, report.summary_line())
+        _print_report(output, report, SCAN_COLUMNS)
     if report.needs_healing:
         _note(output, f"Run `adk-session-heal repair{_url_in_hint(url)}{_selection_in_hint()}` "
               "to heal them "

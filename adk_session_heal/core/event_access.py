@@ -26,14 +26,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from ..policy import HEAL_METADATA_KEY as HEAL_METADATA_KEY
 from .pairing import EMPTY_STEP, Ref, Step
 
 if TYPE_CHECKING:  # annotations only: reading stored JSON loads no ADK or google-genai
     from google.adk.events.event import Event
     from google.genai import types
 
-HEAL_METADATA_KEY = "adk_session_heal"
-"""Key of ``Event.custom_metadata`` that marks an event this package wrote."""
 
 E = TypeVar("E")
 E_contra = TypeVar("E_contra", contravariant=True)

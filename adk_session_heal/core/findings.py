@@ -96,19 +96,19 @@ class CallStatus(str, enum.Enum):
     ABANDONED = "abandoned"
 
 
-HEALABLE = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE, CallStatus.ABANDONED})
-"""The statuses of calls that are dead and may be healed."""
-
-_OPEN = frozenset({*HEALABLE, CallStatus.IN_FLIGHT})
-"""Statuses the tool-run ledger can change: unanswered calls that are not pending."""
-
-
 class PendingReason(str, enum.Enum):
     """Why a ``pending`` call is legitimately unanswered."""
 
     LONG_RUNNING = "long_running"
     AWAITING_CONFIRMATION_OR_CREDENTIAL = "awaiting_confirmation_or_credential"
     CLIENT_CALL = "client_call"
+
+
+HEALABLE = frozenset({CallStatus.SUPERSEDED, CallStatus.STALE, CallStatus.ABANDONED})
+"""The statuses of calls that are dead and may be healed."""
+
+_OPEN = frozenset({*HEALABLE, CallStatus.IN_FLIGHT})
+"""Statuses the tool-run ledger can change: unanswered calls that are not pending."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,16 +16,6 @@ from typing import Any
 from .session_key import SessionKey
 
 
-class HealTrigger(str, enum.Enum):
-    """Which path wrote a heal."""
-
-    GET_SESSION = "get_session"
-    APPEND = "append"
-    REPAIR = "repair"
-    REVIEW = "review"
-    """An operator's resolution (``adk-session-heal review resolve``)."""
-
-
 @dataclass(frozen=True, slots=True)
 class HealRecord:
     """One heal written to storage.
@@ -143,6 +133,16 @@ class HealRecord:
         """Returns the record as flat fields for a structured log line."""
         fields = {k: v for k, v in self.to_json().items() if k in _LOGGED}
         return {**fields, "effects": list(self.call_effects), "outcomes": list(self.call_outcomes)}
+
+
+class HealTrigger(str, enum.Enum):
+    """Which path wrote a heal."""
+
+    GET_SESSION = "get_session"
+    APPEND = "append"
+    REPAIR = "repair"
+    REVIEW = "review"
+    """An operator's resolution (``adk-session-heal review resolve``)."""
 
 
 _LOGGED = frozenset({"app_name", "user_id", "session_id", "call_event_id", "synthetic_event_id",

@@ -55,19 +55,6 @@ _SECRET_KEY = re.compile(
 """Keys whose values are never stored: the same rule for results and arguments."""
 
 
-class RunState(str, enum.Enum):
-    """Where a tool run stands in the ledger."""
-
-    ANNOUNCED = "announced"
-    """The model asked for the call and the runner was about to run it; it had not started."""
-    STARTED = "started"
-    """The tool was about to run (and may still be running: see the lease)."""
-    FINISHED = "finished"
-    """The tool returned; its result is kept."""
-    FAILED = "failed"
-    """The tool raised; it may have done part of its work."""
-
-
 @dataclass(frozen=True, slots=True)
 class ToolRun:
     """One tool call's record in the tool-run ledger.
@@ -114,6 +101,19 @@ class ToolRun:
         """
         return (self.state in (RunState.ANNOUNCED, RunState.STARTED)
                 and now < self.lease_until + clock_skew)
+
+
+class RunState(str, enum.Enum):
+    """Where a tool run stands in the ledger."""
+
+    ANNOUNCED = "announced"
+    """The model asked for the call and the runner was about to run it; it had not started."""
+    STARTED = "started"
+    """The tool was about to run (and may still be running: see the lease)."""
+    FINISHED = "finished"
+    """The tool returned; its result is kept."""
+    FAILED = "failed"
+    """The tool raised; it may have done part of its work."""
 
 
 class ToolRunReader(Protocol):

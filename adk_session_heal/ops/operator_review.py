@@ -54,8 +54,7 @@ from ..store.base import (
     StoredSession,
 )
 from ..store.engines import TimeoutArg
-from ..store.ledger.revisions import Feature, require
-from ..store.ledger.tool_run_reader import tool_run_reader
+from ..store.ledger.revisions import Feature
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
 from .text_output import counted
@@ -191,7 +190,7 @@ async def review(
     store = await open_store(url, timeout=timeout)
     report = ReviewReport(str(store), clock)
     try:
-        async with tool_run_reader(store, timeout) as tool_runs:
+        async with store.tool_runs(timeout) as tool_runs:
             async for stored in store.stream_sessions(where or SessionFilter()):
                 if stored.damaged:
                     report.damaged_sessions += 1
@@ -281,10 +280,9 @@ async def resolve(
     who = by or default_reviewer()
     check_response(response)
     check_text(who, "the resolver's name (--by)")
-    store = await open_store(url, writable=True, timeout=timeout)
+    store = await open_store(url, writable=True, timeout=timeout,
+                             needs=(Feature.RESOLUTIONS,) if ledger else ())
     try:
-        if ledger:
-            require(store, await store.ledger_revision(), Feature.RESOLUTIONS)
         stored = await _find(store, where or SessionFilter(), call_id)
         events = stored.events
         newest = _newest_answer(events, call_id)

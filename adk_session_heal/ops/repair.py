@@ -38,17 +38,15 @@ from dataclasses import dataclass, field
 from ..core.heal_record import HealRecord
 from ..core.healing import Heal, SessionHeals
 from ..observe import report_heal, report_removal, report_repair_run
-from ..policy import DEFAULT_BATCH_SIZE, DEFAULT_OLDER_THAN, HealPolicy
-from ..store import SessionFilter, SessionStore, open_store
+from ..policy import DEFAULT_BATCH_SIZE
+from ..store import SessionStore, open_store
 from ..store.base import Removal, RemovalReason, RemoveOutcome
 from ..store.collector import frozen_heap
-from ..store.engines import TimeoutArg
-from ..store.ledger.heal_ledger import open_heal_ledger
 from ..store.ledger.repair_runs import RepairRun, RunKind, new_run_id, this_host
-from ..store.ledger.revisions import Feature, require
+from ..store.ledger.revisions import Feature
 from ..store.urls import StoreUrl
 from .repair_report import HealEntry, RepairReport
-from .scan import PrefilterMode, Reading, ScanProgress, save_watermark, scan_sessions
+from .scan import ScanOptions, ScanProgress, save_watermark, scan_sessions
 from .scan_report import ScanReport, SupersededEntry
 
 
@@ -67,6 +65,7 @@ class RepairPlan:
         sessions: The heals, by session, in scan order.
         planned_at: The clock the plan was made with (the heals' ``healed_at``).
         run_id: The run applying it: its heals' records carry it.
+        options: What was read, and how (applying uses its ``timeout``).
     """
 
     url: StoreUrl
@@ -74,6 +73,7 @@ class RepairPlan:
     sessions: tuple[SessionHeals, ...]
     planned_at: float
     run_id: str = field(default_factory=new_run_id)
+    options: ScanOptions = ScanOptions()
 
     @property
     def heals(self) -> tuple[Heal, ...]:
@@ -102,11 +102,6 @@ def _batches(
         yield batch
 
 
-async def _check_ledger(store: SessionStore) -> None:
-    """Raises unless the ledger records runs (revision ``0004``): a repair is a run."""
-    require(store, await store.ledger_revision(), Feature.RUNS)
-
-
 async def _apply(
     store: SessionStore,
     plan: RepairPlan,
@@ -116,15 +111,13 @@ async def _apply(
     on_heal: Callable[[HealRecord], object] | None,
 ) -> RepairReport:
     superseded = plan.scan.superseded_heals
-    if ledger and superseded:
-        require(store, await store.ledger_revision(), Feature.REMOVALS)
     entries: list[HealEntry] = []
     written_by_reason: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     # The plan and the scan report are long-lived by now (see frozen_heap).
     with frozen_heap():
         # A run with nothing to write records nothing: a second repair writes no row at all.
-        runs = (open_heal_ledger(plan.url)
+        runs = (store.heal_ledger(plan.options.timeout)
                 if ledger and (superseded or any(s.heals for s in plan.sessions)) else None)
         taking_back = False
         try:
@@ -184,17 +177,17 @@ async def _take_back(
     return done
 
 
+def _needs(options: ScanOptions, *, writing: bool, ledger: bool) -> tuple[Feature, ...]:
+    """What a repair uses of the ledger: runs (revision ``0004``) when it writes with it."""
+    return (*options.needs(), *((Feature.RUNS,) if writing and ledger else ()))
+
+
 async def plan_repair(
     url: str | StoreUrl,
+    options: ScanOptions | None = None,
     *,
-    where: SessionFilter | None = None,
-    policy: HealPolicy | None = None,
     now: float | None = None,
     progress: ScanProgress | None = None,
-    timeout: TimeoutArg = None,
-    prefilter: PrefilterMode = "auto",
-    since: float | None = None,
-    incremental: bool = False,
     writing: bool = False,
     ledger: bool = True,
 ) -> RepairPlan:
@@ -202,16 +195,11 @@ async def plan_repair(
 
     Args:
         url: The database.
-        where: Restrict to an app, user or session.
-        policy: Which calls are dead (``stale_after``, default
-            :data:`~adk_session_heal.policy.DEFAULT_OLDER_THAN`, plus ``clock_skew``) and the
-            synthetic payload.
+        options: What to read and how to judge it, as for
+            :func:`~adk_session_heal.ops.scan.scan`; its ``policy`` also gives
+            each heal's payload.
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
-        timeout: As for :func:`~adk_session_heal.ops.scan.scan`.
-        prefilter: As for :func:`~adk_session_heal.ops.scan.scan`.
-        since: As for :func:`~adk_session_heal.ops.scan.scan`.
-        incremental: As for :func:`~adk_session_heal.ops.scan.scan`.
         writing: The plan will be applied: first check what :func:`apply_plan`
             checks before it writes (the store takes writes; with ``ledger``,
             the ledger records runs), so a refusal is one line before any
@@ -227,23 +215,20 @@ async def plan_repair(
         StoreError: The URL or database cannot be used (``writing``: or refuses writes).
         LedgerError: ``writing`` and ``ledger``, and the ledger is missing or outdated.
     """
-    reading = Reading(where or SessionFilter(),
-                      policy or HealPolicy(stale_after=DEFAULT_OLDER_THAN),
-                      prefilter, since, incremental, timeout)
+    options = options or ScanOptions()
     clock = time.time() if now is None else now
     run_id = new_run_id()
-    store = await open_store(url, timeout=timeout, writable=writing)
+    store = await open_store(url, timeout=options.timeout, writable=writing,
+                             needs=_needs(options, writing=writing, ledger=ledger))
     try:
         if writing:
-            if ledger:
-                await _check_ledger(store)
             store.preload_writer()
-        report, sessions = await scan_sessions(store, reading, now=clock, progress=progress,
-                                       planning=True, run_id=run_id)
+        report, sessions = await scan_sessions(store, options, now=clock, progress=progress,
+                                               planning=True, run_id=run_id)
     finally:
         await store.close()
     assert store.url is not None
-    return RepairPlan(store.url, report, tuple(sessions), clock, run_id)
+    return RepairPlan(store.url, report, tuple(sessions), clock, run_id, options)
 
 
 async def apply_plan(
@@ -252,7 +237,6 @@ async def apply_plan(
     ledger: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_heal: Callable[[HealRecord], object] | None = None,
-    timeout: TimeoutArg = None,
 ) -> RepairReport:
     """Writes a plan: the heals in batched transactions, with their ledger rows.
 
@@ -268,7 +252,6 @@ async def apply_plan(
             (``db upgrade``) unless this is ``False``.
         batch_size: Synthetic events per transaction (whole sessions).
         on_heal: Called once per heal written, with its record.
-        timeout: As for :func:`~adk_session_heal.ops.scan.scan`.
 
     Returns:
         The report, with one entry per planned heal.
@@ -277,13 +260,12 @@ async def apply_plan(
         StoreError: The database cannot be used, or refuses writes.
         LedgerError: ``ledger`` is on and the ledger is missing or outdated.
     """
-    store = await open_store(plan.url, writable=True, timeout=timeout)
+    store = await open_store(plan.url, writable=True, timeout=plan.options.timeout,
+                             needs=_needs(plan.options, writing=True, ledger=ledger))
     try:
-        if ledger:
-            await _check_ledger(store)
         report = await _apply(store, plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)
         if plan.scan.incremental is not None:
-            await save_watermark(store, plan.scan, time.time(), timeout)
+            await save_watermark(store, plan.scan, time.time(), plan.options.timeout)
         return report
     finally:
         await store.close()
@@ -291,36 +273,26 @@ async def apply_plan(
 
 async def repair(
     url: str | StoreUrl,
+    options: ScanOptions | None = None,
     *,
-    where: SessionFilter | None = None,
-    policy: HealPolicy | None = None,
     dry_run: bool = False,
     ledger: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     now: float | None = None,
     progress: ScanProgress | None = None,
     on_heal: Callable[[HealRecord], object] | None = None,
-    timeout: TimeoutArg = None,
-    prefilter: PrefilterMode = "auto",
-    since: float | None = None,
-    incremental: bool = False,
 ) -> RepairReport:
     """Heals every dead call in a session database: :func:`plan_repair` + :func:`apply_plan`.
 
     Args:
         url: The database.
-        where: Restrict to an app, user or session.
-        policy: As for :func:`plan_repair`.
+        options: What to read and how to judge it, as for :func:`plan_repair`.
         dry_run: Plan and report exactly what would be written; write nothing.
         ledger: Record each heal in the ledger, in the same transaction.
         batch_size: Synthetic events per transaction.
         now: The clock, also the heals' ``healed_at`` (default: now).
         progress: Receives the scan's progress.
         on_heal: Called once per heal written, with its record.
-        timeout: As for :func:`~adk_session_heal.ops.scan.scan`.
-        prefilter: As for :func:`~adk_session_heal.ops.scan.scan`.
-        since: As for :func:`~adk_session_heal.ops.scan.scan`.
-        incremental: As for :func:`~adk_session_heal.ops.scan.scan`.
 
     Returns:
         The report, with one entry per synthetic event.
@@ -329,12 +301,8 @@ async def repair(
         StoreError: The URL or database cannot be used, or refuses writes.
         LedgerError: ``ledger`` is on and the ledger is missing or outdated.
     """
-    plan = await plan_repair(url, where=where, policy=policy, now=now, progress=progress,
-                             timeout=timeout, prefilter=prefilter, since=since,
-                             incremental=incremental, writing=not dry_run, ledger=ledger)
+    plan = await plan_repair(url, options, now=now, progress=progress, writing=not dry_run,
+                             ledger=ledger)
     if dry_run:
         return RepairReport.dry(plan.scan, plan.heals)
-    return await apply_plan(plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal,
-                            timeout=timeout)
-
-
+    return await apply_plan(plan, ledger=ledger, batch_size=batch_size, on_heal=on_heal)

@@ -7,7 +7,7 @@ store's tool-run ledger when it has one; memory is bounded by the largest
 session plus what is reported. :func:`scan_sessions` is that loop, which
 :func:`~adk_session_heal.ops.repair.plan_repair` runs too, planning as it
 goes, so a scan and a repair never judge a session differently. The options
-of a run travel as one value, :class:`Reading`.
+of a run travel as one value, :class:`ScanOptions`.
 
 :func:`scan_service` is the fallback for session services without SQL
 storage (in-memory, Vertex AI): ``list_sessions`` + ``get_session``.
@@ -42,8 +42,7 @@ from ..store.incremental import (
     watermark_of,
 )
 from ..store.ledger.heal_ledger import SqlHealLedger
-from ..store.ledger.revisions import Feature, require
-from ..store.ledger.tool_run_reader import tool_run_reader
+from ..store.ledger.revisions import Feature
 from ..store.urls import StoreUrl
 from .scan_report import ScanReport, SupersededEntry
 
@@ -68,31 +67,63 @@ class ScanProgress(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanOptions:
     """What a scan or a repair reads and how it judges it: the options of one run, as one value.
 
+    ``scan(url, ScanOptions(where=SessionFilter(app_name="support"), since=...))``;
+    ``repair`` and ``plan_repair`` take the same value.
+
     Attributes:
-        where: The sessions (an app, user, session or shard).
-        policy: Which calls are dead (``stale_after``, ``clock_skew``) and, for
-            a repair, the payload of each heal.
-        prefilter: Whether the database picks the sessions to classify.
-        since: Only sessions updated from this time on.
-        incremental: Only what changed since this scope's last incremental run.
-        timeout: How long to wait for a database server.
+        where: Restrict to an app, user, session or shard (default: everything).
+        policy: Which calls are dead (``stale_after``, default
+            :data:`~adk_session_heal.policy.DEFAULT_OLDER_THAN`, and ``clock_skew``,
+            default :data:`~adk_session_heal.policy.DEFAULT_CLOCK_SKEW`) and,
+            for a repair, the payload of each heal. ``stale_after=None``: only
+            superseded calls are dead.
+        prefilter: Whether the database picks the sessions that can hold a
+            finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
+            where that pays (PostgreSQL), ``"always"`` wherever the engine has
+            one (SQLite and MySQL/MariaDB too, where it measured slower than
+            classifying everything), ``"never"`` (classify every session).
+        since: Read only the sessions updated from this time (POSIX seconds)
+            on, less ``clock_skew`` (SQL stores; see
+            :mod:`~adk_session_heal.store.incremental`).
+        incremental: Read only what changed since this scope's last incremental
+            run, and what it left unsettled; the first run reads everything.
+            The state is saved once the run is complete (the ledger must be at
+            revision ``0005``).
+        timeout: How long to wait for a database server: seconds, or a
+            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
+            to connect, 60 s per statement).
     """
 
-    where: SessionFilter
-    policy: HealPolicy
-    prefilter: PrefilterMode
-    since: float | None
-    incremental: bool
-    timeout: TimeoutArg
+    where: SessionFilter = SessionFilter()
+    policy: HealPolicy = HealPolicy(stale_after=DEFAULT_OLDER_THAN)
+    prefilter: PrefilterMode = "auto"
+    since: float | None = None
+    incremental: bool = False
+    timeout: TimeoutArg = None
+
+    def __post_init__(self) -> None:
+        """Refuses what cannot be read, before anything is opened.
+
+        Raises:
+            ValueError: An unknown ``prefilter``; both ``since`` and
+                ``incremental``; ``incremental`` for one session.
+        """
+        if self.prefilter not in ("auto", "always", "never"):
+            raise ValueError(f"prefilter={self.prefilter!r}: use 'auto', 'always' or 'never'")
+        check_request(self.where, since=self.since is not None, incremental=self.incremental)
+
+    def needs(self) -> tuple[Feature, ...]:
+        """What the run will use of the heal ledger (checked when the store is opened)."""
+        return (Feature.INCREMENTAL,) if self.incremental else ()
 
 
 async def scan_sessions(
     store: SessionStore,
-    reading: Reading,
+    options: ScanOptions,
     *,
     now: float,
     progress: ScanProgress | None,
@@ -104,15 +135,14 @@ async def scan_sessions(
     Each session goes through the one decision every healer makes
     (:func:`~adk_session_heal.core.session_decision.decide`), corrected by the
     store's tool-run ledger when it has one. The database picks the sessions
-    to classify as ``reading.prefilter`` says (see :func:`_sessions`). With
+    to classify as ``options.prefilter`` says (see :func:`_sessions`). With
     ``since`` or ``incremental``, only the sessions that changed (and,
     incremental, those left unsettled) are read (:func:`_changes`); an
     incremental report carries the state to save once the run is complete.
     """
-    policy = reading.policy
+    policy = options.policy
     clock_skew = policy.clock_skew_seconds
-    where, mark = await _changes(store, reading.where, since=reading.since,
-                                 incremental=reading.incremental, clock_skew=clock_skew, now=now)
+    where, mark = await _changes(store, options, now=now)
     report = ScanReport(str(store), store.layout.value, now, policy.stale_after_seconds,
                         clock_skew=clock_skew,
                         since=None if where.since is None else where.since.after,
@@ -126,8 +156,8 @@ async def scan_sessions(
     with _fewer_collections():
         # Closed as soon as the loop ends, also on an error: a stream left open holds its
         # database connection until the garbage collector finds it.
-        async with tool_run_reader(store, reading.timeout) as tool_runs, contextlib.aclosing(
-                _sessions(store, where, prefilter=reading.prefilter,
+        async with store.tool_runs(options.timeout) as tool_runs, contextlib.aclosing(
+                _sessions(store, where, prefilter=options.prefilter,
                           streamed=streamed)) as sessions:
             async for stored in sessions:
                 key = stored.key
@@ -165,28 +195,25 @@ async def scan_sessions(
 
 
 async def _changes(
-    store: SessionStore, where: SessionFilter, *, since: float | None, incremental: bool,
-    clock_skew: float, now: float,
+    store: SessionStore, options: ScanOptions, *, now: float
 ) -> tuple[SessionFilter, Watermark | None]:
     """Restricts ``where`` to what changed: ``since`` a time, or since the last incremental run.
 
     The watermark is read before any session (see :mod:`~adk_session_heal.store.incremental`);
-    both bounds are moved ``clock_skew`` earlier.
+    both bounds are moved ``clock_skew`` earlier. The store was opened with
+    what an incremental run needs of the ledger (:meth:`ScanOptions.needs`).
 
     Raises:
-        ValueError: Both are asked for, or ``incremental`` with a session filter.
         UnsupportedStoreError: The layout keeps no update time to filter on.
-        LedgerError: ``incremental`` and the ledger is below revision ``0005``.
     """
-    check_request(where, since=since is not None, incremental=incremental)
-    if since is None and not incremental:
+    where, since, clock_skew = options.where, options.since, options.policy.clock_skew_seconds
+    if since is None and not options.incremental:
         return where, None
-    if incremental:
+    if options.incremental:
         scope = scope_of(where)
         newest = await store.newest_update(where)
-        require(store, await store.ledger_revision(), Feature.INCREMENTAL)
-        assert store.url is not None
-        ledger = SqlHealLedger.from_url(store.url, engine=store.server_engine())
+        ledger = store.heal_ledger()
+        assert isinstance(ledger, SqlHealLedger)  # newest_update refused every other layout
         try:
             previous = await ledger.watermark(scope)
         finally:
@@ -204,8 +231,9 @@ async def _changes(
 async def save_watermark(store: SessionStore, report: ScanReport, now: float,
                           timeout: TimeoutArg) -> None:
     """Records an incremental run's state (the sessions its report lists), once complete."""
-    assert report.incremental is not None and store.url is not None
-    ledger = SqlHealLedger.from_url(store.url, timeout=timeout, engine=store.server_engine())
+    assert report.incremental is not None
+    ledger = store.heal_ledger(timeout)
+    assert isinstance(ledger, SqlHealLedger)  # an incremental run is refused elsewhere
     try:
         await ledger.save_watermark(report.incremental, report.unsettled_sessions(), now)
     finally:
@@ -232,8 +260,6 @@ async def _sessions(
     session (an engine without the JSON functions it needs) falls back to the
     full scan, with a warning.
     """
-    if prefilter not in ("auto", "always", "never"):
-        raise ValueError(f"prefilter={prefilter!r}: use 'auto', 'always' or 'never'")
     if prefilter == "auto" and where.since is not None:
         # Few sessions changed: reading them whole beat the prefilter's query over
         # them (SQLite, 100k events, 91 sessions: 0.11 s against 0.24 s).
@@ -289,44 +315,20 @@ def _unreadable_message(store: SessionStore, report: ScanReport) -> str:
 
 async def scan(
     url: str | StoreUrl,
+    options: ScanOptions | None = None,
     *,
-    where: SessionFilter | None = None,
-    stale_after: float | None = DEFAULT_OLDER_THAN,
-    clock_skew: float = DEFAULT_CLOCK_SKEW,
     now: float | None = None,
     progress: ScanProgress | None = None,
-    timeout: TimeoutArg = None,
-    prefilter: PrefilterMode = "auto",
-    since: float | None = None,
-    incremental: bool = False,
 ) -> ScanReport:
     """Scans an ADK session database, read-only.
 
     Args:
         url: The database (any form :func:`~adk_session_heal.store.urls.parse_store_url`
             accepts).
-        where: Restrict to an app, user or session.
-        stale_after: Age (seconds) after which a call of the newest invocation
-            counts as stale (dead); ``None``: only superseded calls are dead.
-        clock_skew: Seconds added to ``stale_after`` for clocks that differ
-            between the hosts that wrote the sessions and this one (as
-            :attr:`HealPolicy.clock_skew`; default 5 minutes).
+        options: What to read and how to judge it (default: every session,
+            calls dead after :data:`~adk_session_heal.policy.DEFAULT_OLDER_THAN`).
         now: The clock (default: the current time).
         progress: Receives progress.
-        timeout: How long to wait for a database server: seconds, or a
-            :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s
-            to connect, 60 s per statement).
-        prefilter: Whether the database picks the sessions that can hold a
-            finding first (:mod:`~adk_session_heal.store.prefilter`): ``"auto"``
-            where that pays (PostgreSQL), ``"always"`` wherever the engine has
-            one (SQLite and MySQL/MariaDB too, where it measured slower than
-            classifying everything), ``"never"`` (classify every session).
-        since: Read only the sessions updated from this time (POSIX seconds)
-            on, less ``clock_skew`` (SQL stores; see :mod:`~adk_session_heal.store.incremental`).
-        incremental: Read only what changed since this scope's last
-            incremental run, and what it left unsettled; the first run reads
-            everything. The state is saved once the run is complete (the
-            ledger must be at revision ``0005``).
 
     Returns:
         The report.
@@ -335,17 +337,16 @@ async def scan(
         StoreError: The URL or database cannot be used (one-line message), or,
             ``incremental``, refuses the write of the run's state.
     """
-    reading = Reading(where or SessionFilter(),
-                      HealPolicy(stale_after=stale_after, clock_skew=clock_skew),
-                      prefilter, since, incremental, timeout)
+    options = options or ScanOptions()
     # An incremental scan records where it stopped: a store that refuses writes says so first.
-    store = await open_store(url, timeout=timeout, writable=incremental)
+    store = await open_store(url, timeout=options.timeout, writable=options.incremental,
+                             needs=options.needs())
     try:
         clock = time.time() if now is None else now
-        report, _ = await scan_sessions(store, reading, now=clock, progress=progress,
+        report, _ = await scan_sessions(store, options, now=clock, progress=progress,
                                         planning=False)
         if report.incremental is not None:
-            await save_watermark(store, report, clock, timeout)
+            await save_watermark(store, report, clock, options.timeout)
         return report
     finally:
         await store.close()

@@ -32,9 +32,8 @@ from ..errors import LedgerError
 from ..store import SessionStore, open_store
 from ..store.base import Removal, RemovalReason, RemoveOutcome
 from ..store.engines import TimeoutArg
-from ..store.ledger.heal_ledger import open_heal_ledger
 from ..store.ledger.repair_runs import RepairRun, RunKind, new_run_id, this_host
-from ..store.ledger.revisions import Feature, require
+from ..store.ledger.revisions import Feature
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
 from .text_output import counted
@@ -174,11 +173,9 @@ async def undo(
     from .operator_review import default_reviewer
 
     clock = time.time() if now is None else now
-    store = await open_store(url, writable=not dry_run, timeout=timeout)
+    store = await open_store(url, writable=not dry_run, timeout=timeout, needs=(Feature.RUNS,))
     try:
-        require(store, await store.ledger_revision(), Feature.RUNS)
-        assert store.url is not None
-        ledger = open_heal_ledger(store.url, timeout=timeout)
+        ledger = store.heal_ledger(timeout)
         try:
             found = await ledger.runs(run_id=run_id)
             if not found:

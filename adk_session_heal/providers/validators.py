@@ -303,18 +303,18 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> list[Problem]:
         problems.append(Problem("anthropic", "unanswered_call", turn_first[turn],
                                 ANTHROPIC_UNANSWERED.format(index=turn_first[turn],
                                                             ids=", ".join(ids)), tuple(ids)))
-    for turn, ids in bad_results.items():
-        for call_id in ids:
-            index, block = _result_block(turn_blocks[turn], call_id, 0)
-            problems.append(Problem("anthropic", "orphaned_result", index,
-                                    ANTHROPIC_ORPHANED.format(index=index, block=block,
-                                                              id=call_id), (call_id,)))
-    for turn, ids in duplicate_results.items():
-        for call_id in ids:
-            index, block = _result_block(turn_blocks[turn], call_id, 1)
-            problems.append(Problem("anthropic", "duplicate_result", index,
-                                    ANTHROPIC_DUPLICATE.format(index=index, block=block,
-                                                               id=call_id), (call_id,)))
+    # An orphan is reported at the first result with its id in its turn, a duplicate at the second.
+    results: tuple[tuple[ProblemCode, str, dict[int, list[str]], int], ...] = (
+        ("orphaned_result", ANTHROPIC_ORPHANED, bad_results, 0),
+        ("duplicate_result", ANTHROPIC_DUPLICATE, duplicate_results, 1),
+    )
+    for code, text, by_turn, skip in results:
+        for turn, ids in by_turn.items():
+            for call_id in ids:
+                index, block = _result_block(turn_blocks[turn], call_id, skip)
+                problems.append(Problem("anthropic", code, index,
+                                        text.format(index=index, block=block, id=call_id),
+                                        (call_id,)))
     for turn, call_id in repeated_call_ids(steps):
         index, block = _block(turn_blocks[turn], "tool_use", "id", call_id, 1)
         problems.append(Problem("anthropic", "duplicate_call_id", index,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
@@ -49,7 +50,11 @@ if TYPE_CHECKING:  # annotations only: scanning a store by URL loads no ADK
     from google.adk.sessions import BaseSessionService
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from ..core.tool_runs import ToolRunReader
+    from .engines import TimeoutArg
     from .incremental import Since
+    from .ledger.heal_ledger import SqlHealLedger
+    from .ledger.heal_redis import RedisHealLedger
 
 
 class Layout(str, enum.Enum):
@@ -421,6 +426,40 @@ class SessionStore:
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's migration revision, or ``None`` if absent."""
         return None
+
+    def _opened_url(self) -> StoreUrl:
+        """The URL this store was opened from.
+
+        Raises:
+            UnsupportedStoreError: It was built over a session service.
+        """
+        if self.url is None:
+            raise UnsupportedStoreError(f"{self} keeps no heal ledger: open the store by its URL")
+        return self.url
+
+    def heal_ledger(self, timeout: TimeoutArg = None) -> SqlHealLedger | RedisHealLedger:
+        """Opens the heal ledger beside these sessions: its SQL tables, or Redis's hash.
+
+        On a database server it shares this store's engine (:meth:`server_engine`).
+        Close it when done.
+
+        Raises:
+            UnsupportedStoreError: The store was built over a session service,
+                not opened from a URL.
+        """
+        from .ledger.heal_ledger import open_heal_ledger
+        return open_heal_ledger(self._opened_url(), timeout=timeout, engine=self.server_engine())
+
+    def tool_runs(
+        self, timeout: TimeoutArg = None
+    ) -> AbstractAsyncContextManager[ToolRunReader | None]:
+        """The tool-run ledger beside these sessions, for reading; ``None`` when there is none.
+
+        :func:`~adk_session_heal.store.ledger.tool_run_reader.tool_run_reader`
+        says which a layout has, and when one that has it still gives ``None``.
+        """
+        from .ledger.tool_run_reader import tool_run_reader
+        return tool_run_reader(self, timeout)
 
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False

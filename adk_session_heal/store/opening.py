@@ -23,6 +23,7 @@ A session service's adapter is chosen by its class (:func:`store_for_service`).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from .engines import TimeoutArg, Timeouts, create_store_engine
 from .layouts.adk_sqlite import AdkSqliteStore
 from .layouts.redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .layouts.sql_tables import SqlTablesStore
+from .ledger.revisions import Feature, require
 from .sqlite_recovery import check_sqlite_writable, readable_sqlite, recover_sqlite
 from .urls import StoreUrl, parse_store_url
 
@@ -159,9 +161,10 @@ async def _inspect_server(url: StoreUrl, engine: AsyncEngine) -> None:
 
 
 async def open_store(
-    url: str | StoreUrl, *, writable: bool = False, timeout: TimeoutArg = None
+    url: str | StoreUrl, *, writable: bool = False, timeout: TimeoutArg = None,
+    needs: Iterable[Feature] = (),
 ) -> SessionStore:
-    """Opens an ADK session database after checking its layout and schema.
+    """Opens an ADK session database after checking its layout, its schema and its ledger.
 
     Args:
         url: The store URL (see :mod:`adk_session_heal.store.urls`).
@@ -170,6 +173,8 @@ async def open_store(
             connecting and each statement, or a
             :class:`~adk_session_heal.store.engines.Timeouts` (default: 10 s to
             connect, 60 s per statement).
+        needs: What the caller will use of the heal ledger: checked once, here,
+            so a refusal is one line before anything is read or written.
 
     Returns:
         The opened store; ``await store.close()`` when done.
@@ -181,7 +186,22 @@ async def open_store(
             SQLite file left mid-transaction that cannot be recovered (see
             :mod:`~adk_session_heal.store.sqlite_recovery`).
         StoreError: The database could not be reached or did not answer in time.
+        LedgerError: The ledger is missing or too old for one of ``needs``.
     """
+    store = await _open(url, writable=writable, timeout=timeout)
+    if needs:
+        try:
+            revision = await store.ledger_revision()
+            for feature in needs:
+                require(store, revision, feature)
+        except BaseException:
+            await store.close()
+            raise
+    return store
+
+
+async def _open(url: str | StoreUrl, *, writable: bool, timeout: TimeoutArg) -> SessionStore:
+    """Opens the store a URL names (see :func:`open_store`)."""
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
     timeouts = Timeouts.of(timeout)
     if store_url.backend == "redis":

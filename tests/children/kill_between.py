@@ -17,6 +17,7 @@ from typing import Any
 
 from stores import APP, USER, Store
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy
@@ -35,7 +36,7 @@ async def main(path: str, kind: str, url: str, session_id: str, kill: bool) -> N
         sql_tables.insert_ledger_rows = _die  # type: ignore[assignment]
         adk_sqlite.insert_sqlite_ledger_rows = _die  # type: ignore[assignment]
     if path == "repair":
-        await repair(url, policy=HealPolicy(stale_after=3600))
+        await repair(url, ScanOptions(policy=HealPolicy(stale_after=3600)))
         return
     inner = Store(kind, url).service()
     ledger = SqlHealLedger.from_url(url)

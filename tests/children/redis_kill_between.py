@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio.connection import AbstractConnection
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import HealPolicy
 
@@ -38,7 +39,7 @@ async def _send_then_die_before_exec(self: Any, command: Any, check_health: bool
 async def main(url: str, kill: bool) -> None:
     if kill:
         AbstractConnection.send_packed_command = _send_then_die_before_exec  # type: ignore[method-assign]
-    await repair(url, policy=HealPolicy(stale_after=3600))
+    await repair(url, ScanOptions(policy=HealPolicy(stale_after=3600)))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import APP, USER, Store, close, crashed_histories, make_store
 
-from adk_session_heal import HealingSessionService, HealPolicy, migrate
+from adk_session_heal import HealingSessionService, HealPolicy, ScanOptions, migrate
 from adk_session_heal.core.adk_compat import (
     ADK_VERSION,
     EVENT_FIELDS,
@@ -192,13 +192,13 @@ async def test_repair_places_heals_after_calls_whatever_the_writers_zone(
         before = await _rows_in_column_order(store)
         zone(healer_zone)
         await migrate.upgrade(store.url)
-        first = await repair(store.url, policy=POLICY, now=NOW)
+        first = await repair(store.url, ScanOptions(policy=POLICY), now=NOW)
         assert first.healed == 3
         after = await _rows_in_column_order(store)
         _assert_heals_right_after_calls(after, expected=3)
         assert {s: [r for r in rows if not r[0].endswith(HEAL_ID_SUFFIX)]
                 for s, rows in after.items()} == before
-        second = await repair(store.url, policy=POLICY, now=NOW)
+        second = await repair(store.url, ScanOptions(policy=POLICY), now=NOW)
         assert second.healed == 0
         assert second.heals == []
 

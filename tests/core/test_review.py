@@ -35,6 +35,7 @@ from stores import (
     snapshot,
 )
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.core.event_access import STORED_JSON
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.healing import SessionHeals
@@ -69,7 +70,7 @@ async def healed_store(store: Store) -> None:
     """Stores the crashed session and heals it (read_only get_weather, unknown charge_card)."""
     await fill(store, {"shop": paid_and_asked()})
     assert cli("db", "upgrade", store.url).exit_code == 0
-    await repair(store.url, policy=POLICY)
+    await repair(store.url, ScanOptions(policy=POLICY))
 
 
 async def adk_events(store: Store, *, clean: bool = True) -> list[str]:
@@ -208,7 +209,7 @@ async def test_a_call_id_healed_in_two_sessions_needs_session(tmp_path: Path) ->
     async for store in make_store("db_sqlite", tmp_path):
         await fill(store, {"shop": paid_and_asked(), "shop2": paid_and_asked()})
         assert cli("db", "upgrade", store.url).exit_code == 0
-        await repair(store.url, policy=POLICY)
+        await repair(store.url, ScanOptions(policy=POLICY))
         before = await snapshot(store)
         assert_one_line_error(cli("review", "resolve", "pay-1", store.url, "--failed", "x",
                                   "--yes"), "healed in 2 sessions: pass --session")
@@ -235,7 +236,7 @@ async def healed_on(store: Store, *histories: str) -> None:
     await fill(store, {name: paid_and_asked() for name in ("shop", *histories)})
     if store.kind != "redis":  # Redis's ledger needs no migration
         assert cli("db", "upgrade", store.url).exit_code == 0
-    await repair(store.url, policy=POLICY)
+    await repair(store.url, ScanOptions(policy=POLICY))
 
 
 async def stored_session(store: Store, session_id: str = "shop") -> list[dict[str, Any]]:

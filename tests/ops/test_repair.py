@@ -35,7 +35,7 @@ from stores import (
     snapshot,
 )
 
-from adk_session_heal import migrate
+from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.core.adk_compat import timestamp_to_column
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
@@ -76,13 +76,14 @@ async def test_repair_heals_once_and_adk_reads_the_result(adk_store: Store) -> N
     """Repair heals every dead call; a rerun heals 0; ADK reads healed sessions, no dead call."""
     await fill(adk_store, crashed_histories())
     await migrate.upgrade(adk_store.url)
-    first = await repair(adk_store.url, policy=POLICY, now=NOW)
+    first = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
     assert [(h.record.session_id, h.record.call_ids, h.written) for h in first.heals] == [
         ("dead", ("call-1",), True), ("parallel", ("call-2",), True),
         ("stale", ("call-1",), True)]
-    second = await repair(adk_store.url, policy=POLICY, now=NOW + 60)
+    second = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW + 60)
     assert second.heals == [] and second.healed == 0
-    assert not (await scan(adk_store.url, now=NOW, stale_after=3600)).needs_healing
+    assert not (await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=3600)),
+                           now=NOW)).needs_healing
     service = adk_store.service()
     try:
         for session_id in ("dead", "parallel", "stale"):
@@ -123,10 +124,10 @@ async def test_repair_of_tied_and_stepped_clocks_heals_once_after_each_call(
         histories[name] = history
     await fill(adk_store, histories)
     await migrate.upgrade(adk_store.url)
-    first = await repair(adk_store.url, policy=POLICY, now=NOW)
+    first = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
     assert sorted(h.record.session_id for h in first.heals if h.written) == sorted(gaps)
     for rerun in range(3):
-        again = await repair(adk_store.url, policy=POLICY, now=NOW + 60 * (rerun + 1))
+        again = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW + 60 * (rerun + 1))
         assert again.heals == []
     service = adk_store.service()
     try:
@@ -146,7 +147,7 @@ async def test_repair_never_touches_sessions_rows(adk_store: Store) -> None:
     """The sessions table (update_time: ADK's revision marker) is identical after repair."""
     await fill(adk_store, crashed_histories())
     before = await _sessions_table(adk_store)
-    report = await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    report = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW, ledger=False)
     assert report.healed == 3
     assert await _sessions_table(adk_store) == before
 
@@ -155,10 +156,10 @@ async def test_dry_run_writes_nothing_and_shows_the_rows(adk_store: Store) -> No
     """--dry-run plans the exact events a real run writes, and the store stays identical."""
     await fill(adk_store, crashed_histories())
     before = await snapshot(adk_store)
-    planned = await repair(adk_store.url, policy=POLICY, now=NOW, dry_run=True)
+    planned = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW, dry_run=True)
     assert await snapshot(adk_store) == before
     assert {h.written for h in planned.heals} == {None}
-    real = await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    real = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW, ledger=False)
     assert [h.event for h in planned.heals] == [h.event for h in real.heals]
 
 
@@ -166,7 +167,7 @@ async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
     """The stored row equals plan_heals + Heal + the layout's heal-row builder over ADK Events."""
     histories = crashed_histories()
     await fill(adk_store, histories)
-    await repair(adk_store.url, policy=POLICY, now=NOW, ledger=False)
+    await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW, ledger=False)
     # What the wrapper would compute from the Events ADK returned before the heal.
     expected_rows = []
     for session_id, history in histories.items():
@@ -205,7 +206,7 @@ async def test_repair_requires_the_ledger_unless_told(adk_store: Store) -> None:
     await fill(adk_store, crashed_histories())
     before = await snapshot(adk_store)
     with pytest.raises(LedgerError, match="db upgrade"):
-        await repair(adk_store.url, policy=POLICY, now=NOW)
+        await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
     assert await snapshot(adk_store) == before
 
 
@@ -231,7 +232,7 @@ async def test_repair_on_a_read_only_postgres_writes_nothing(tmp_path: Path) -> 
             await admin.dispose()
         before = await snapshot(store)
         with pytest.raises(ReadOnlyStoreError, match="refuses writes"):
-            await repair(store.url, policy=POLICY, now=NOW, ledger=False)
+            await repair(store.url, ScanOptions(policy=POLICY), now=NOW, ledger=False)
         assert await snapshot(store) == before
 
 
@@ -329,7 +330,7 @@ async def test_repair_reports_each_heal_once(
     await migrate.upgrade(store.url)
     caplog.set_level(logging.DEBUG, logger="adk_session_heal")
     seen: list[Any] = []
-    first = await repair(store.url, policy=POLICY, now=NOW, on_heal=seen.append)
+    first = await repair(store.url, ScanOptions(policy=POLICY), now=NOW, on_heal=seen.append)
     per_heal = [r for r in caplog.records
                 if r.name == "adk_session_heal" and hasattr(r, "adk_session_heal")
                 and "trigger" in r.adk_session_heal]
@@ -338,7 +339,7 @@ async def test_repair_reports_each_heal_once(
     assert len(per_heal) == len(first.heals) == 3
     assert {r.levelno for r in per_heal} == {logging.DEBUG}
     assert {r.adk_session_heal["trigger"] for r in per_heal} == {"repair"}  # type: ignore[attr-defined]
-    await repair(store.url, policy=POLICY, now=NOW + 60, on_heal=seen.append)
+    await repair(store.url, ScanOptions(policy=POLICY), now=NOW + 60, on_heal=seen.append)
     assert len(seen) == 3
 
 
@@ -346,7 +347,7 @@ async def test_apply_skips_sessions_that_moved_since_the_plan(adk_store: Store) 
     """The plan is applied as made: a session answered or deleted since is skipped, reported."""
     await fill(adk_store, crashed_histories())
     await migrate.upgrade(adk_store.url)
-    plan = await plan_repair(adk_store.url, policy=POLICY, now=NOW)
+    plan = await plan_repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
     assert sorted(h.record.session_id for h in plan.heals) == ["dead", "parallel", "stale"]
     service = adk_store.service()
     try:
@@ -373,7 +374,8 @@ async def test_apply_skips_sessions_that_moved_since_the_plan(adk_store: Store) 
     finally:
         await ledger.close()
     assert report.to_json()["skipped"] == 2
-    assert not (await scan(adk_store.url, now=NOW, stale_after=3600)).needs_healing
+    assert not (await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=3600)),
+                           now=NOW)).needs_healing
 
 
 async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(
@@ -383,7 +385,7 @@ async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(
     async for store in make_store("db_sqlite", tmp_path):
         await fill(store, crashed_histories())
         caplog.set_level(logging.DEBUG, logger="adk_session_heal")
-        report = await repair(store.url, policy=POLICY, now=NOW, ledger=False)
+        report = await repair(store.url, ScanOptions(policy=POLICY), now=NOW, ledger=False)
         records = [r for r in caplog.records if r.name == "adk_session_heal"]
         (summary,) = [r for r in records if r.levelno >= logging.INFO]
         assert summary.levelno == logging.WARNING
@@ -393,7 +395,7 @@ async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(
         per_heal = [r for r in records if r.levelno == logging.DEBUG and "healed" in r.msg]
         assert len(per_heal) == report.healed == 3
         caplog.clear()
-        await repair(store.url, policy=POLICY, now=NOW + 60, ledger=False)
+        await repair(store.url, ScanOptions(policy=POLICY), now=NOW + 60, ledger=False)
         assert [(r.levelno, r.getMessage()) for r in caplog.records
                 if r.name == "adk_session_heal" and r.levelno >= logging.INFO] == [
             (logging.INFO, f"adk_session_heal: repair of {store.url} wrote 0 synthetic event(s) "

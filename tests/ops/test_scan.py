@@ -24,6 +24,7 @@ from stores import (
     unhealable_histories,
 )
 
+from adk_session_heal import HealPolicy, ScanOptions
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.session_key import SessionKey
@@ -64,7 +65,7 @@ async def test_scan_matches_classifying_what_adk_reads(adk_store: Store) -> None
     """The stored-JSON scan agrees with classify() over the Events ADK's get_session returns."""
     histories = crashed_histories()
     await fill(adk_store, histories)
-    report = await scan(adk_store.url, now=NOW, stale_after=3600)
+    report = await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=3600)), now=NOW)
     service = adk_store.service()
     expected = []
     try:
@@ -101,8 +102,8 @@ async def test_scan_reports_calls_a_heal_would_make_worse_and_repair_leaves_them
     whys = {e.status: e.to_json(NOW)["why"] for e in report.unhealable_calls}
     assert "never healed" in whys["malformed"] and "Gemini" in whys["out_of_turn"]
 
-    repaired = await repair(adk_store.url, policy=HealPolicy(clock_skew=0), now=NOW,
-                            ledger=False)
+    repaired = await repair(adk_store.url, ScanOptions(policy=HealPolicy(clock_skew=0)),
+                            now=NOW, ledger=False)
     assert [(h.record.session_id, tuple(h.record.call_ids)) for h in repaired.heals] == [
         ("fine", ("call-1",))]
     again = await scan(adk_store.url, now=NOW)
@@ -121,9 +122,10 @@ async def test_scan_is_read_only(adk_store: Store) -> None:
 async def test_stale_needs_age_superseded_does_not(adk_store: Store) -> None:
     """A newest-invocation call is stale only past stale_after; superseded calls always count."""
     await fill(adk_store, crashed_histories())
-    young = await scan(adk_store.url, now=NOW, stale_after=10 * 365 * 86400)
+    young = await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=10 * 365 * 86400)),
+                       now=NOW)
     assert {e.status for e in young.dead_calls} == {"superseded"}
-    never = await scan(adk_store.url, now=NOW, stale_after=None)
+    never = await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=None)), now=NOW)
     assert len(never.dead_calls) == 2
 
 
@@ -132,12 +134,13 @@ async def test_filters_restrict_the_scan(adk_store: Store) -> None:
     histories = crashed_histories()
     await fill(adk_store, {"dead": histories["dead"]})
     await fill(adk_store, {"stale": histories["stale"]}, user="other")
-    only_other = await scan(adk_store.url, now=NOW, where=SessionFilter(user_id="other"))
+    only_other = await scan(adk_store.url, ScanOptions(where=SessionFilter(user_id="other")),
+                            now=NOW)
     assert _ids(only_other.dead_calls) == [("stale", "call-1", "stale")]
     assert only_other.sessions_scanned == 1
-    one = await scan(adk_store.url, now=NOW, where=SessionFilter(session_id="dead"))
+    one = await scan(adk_store.url, ScanOptions(where=SessionFilter(session_id="dead")), now=NOW)
     assert _ids(one.dead_calls) == [("dead", "call-1", "superseded")]
-    none = await scan(adk_store.url, now=NOW, where=SessionFilter(app_name="nope"))
+    none = await scan(adk_store.url, ScanOptions(where=SessionFilter(app_name="nope")), now=NOW)
     assert none.sessions_scanned == 0 and not none.dead_calls
 
 

@@ -25,7 +25,7 @@ from paths import CHILDREN, SUPPORT
 from service_histories import APP, USER, store_crashed, synthetic
 from slow_tool_run import FINAL_TEXT
 
-from adk_session_heal import HealingSessionService, HealPolicy
+from adk_session_heal import HealingSessionService, HealPolicy, ScanOptions
 from adk_session_heal.cli import main as cli_main
 from adk_session_heal.core.findings import CallStatus, classify
 from adk_session_heal.ops.scan import scan
@@ -127,8 +127,9 @@ def test_scan_and_cli_add_the_skew_to_older_than(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
     asyncio.run(_two_minute_old_call(url))
 
-    assert not asyncio.run(scan(url, stale_after=1)).needs_healing
-    assert asyncio.run(scan(url, stale_after=1, clock_skew=0)).needs_healing
+    assert not asyncio.run(scan(url, ScanOptions(policy=HealPolicy(stale_after=1)))).needs_healing
+    no_skew = ScanOptions(policy=HealPolicy(stale_after=1, clock_skew=0))
+    assert asyncio.run(scan(url, no_skew)).needs_healing
     runner = CliRunner()
     assert runner.invoke(cli_main, ["scan", url, "--older-than", "1s"]).exit_code == 0
     assert runner.invoke(cli_main, ["scan", url, "--older-than", "1s",

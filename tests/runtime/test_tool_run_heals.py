@@ -30,7 +30,7 @@ from stores import (  # noqa: F401
 )
 from tool_run_kill import run_until_killed
 
-from adk_session_heal import HealingSessionService, HealPolicy
+from adk_session_heal import HealingSessionService, HealPolicy, ScanOptions
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.ledger import SqlToolRunLedger
@@ -129,10 +129,12 @@ async def test_repair_leaves_a_live_lease_alone_and_heals_an_expired_one(
     await close(service)
     (run,) = (await tool_run_ledger.runs(SessionKey(APP, USER, session_id))).values()
     policy = HealPolicy(stale_after=0, clock_skew=0)
-    alive = await repair(adk_store.url, policy=policy, now=run.lease_until - 0.5, ledger=False)
+    alive = await repair(adk_store.url, ScanOptions(policy=policy),
+                         now=run.lease_until - 0.5, ledger=False)
     assert alive.heals == [] and [c.status for c in alive.scan.in_flight_calls] == ["in_flight"]
     assert alive.scan.in_flight_calls[0].lease_holder == f"{run.host}/{run.pid}"
-    expired = await repair(adk_store.url, policy=policy, now=run.lease_until + 0.5, ledger=False)
+    expired = await repair(adk_store.url, ScanOptions(policy=policy),
+                           now=run.lease_until + 0.5, ledger=False)
     assert [h.record.reason for h in expired.heals] == ["superseded"]
     assert [c.run_outcome for c in expired.scan.dead_calls] == ["may_have_run"]
     service = adk_store.service()

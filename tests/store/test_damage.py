@@ -41,7 +41,7 @@ from stores import (
     make_store,
 )
 
-from adk_session_heal import migrate
+from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.errors import StoreError
 from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
 from adk_session_heal.ops.scan import scan
@@ -154,7 +154,7 @@ async def test_json_shapes_are_reported_and_skipped_on_every_backend(adk_store: 
     """Valid JSON of the wrong shape, in any backend's column, is reported with its event id
     and problem; its session is never healed; every other session is."""
     ids = await build(adk_store, JSON_SHAPES)
-    report = await scan(adk_store.url, now=NOW, stale_after=3600)
+    report = await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=3600)), now=NOW)
     found = damaged_of(report)
     assert set(found) == set(JSON_SHAPES)
     for shape, (_, problem) in JSON_SHAPES.items():
@@ -163,7 +163,7 @@ async def test_json_shapes_are_reported_and_skipped_on_every_backend(adk_store: 
     assert [c.session_id for c in report.dead_calls] == ["healthy"]
     assert report.events_scanned == 3 + 5 * len(JSON_SHAPES)
     await migrate.upgrade(adk_store.url)
-    healed = await repair(adk_store.url, policy=POLICY, now=NOW)
+    healed = await repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
     assert [(h.record.session_id, h.written) for h in healed.heals] == [("healthy", True)]
     assert damaged_of(healed.scan) == found
 
@@ -229,7 +229,7 @@ async def test_a_wrong_typed_call_time_in_a_healthy_session_is_reported(tmp_path
                                      (session,)).fetchone()
                 db.execute(f"UPDATE events SET event_data = ? WHERE {where}",
                            (json.dumps({**json.loads(data), "timestamp": "noon"}), session))
-        report = await scan(store.url, now=NOW, stale_after=3600)
+        report = await scan(store.url, ScanOptions(policy=HealPolicy(stale_after=3600)), now=NOW)
         problem = "timestamp is a string, not a number"
         assert damaged_of(report)["healthy"] == (call_id, problem)
         assert damaged_of(report)["dead"][1] == problem
@@ -241,7 +241,7 @@ async def test_plan_and_apply_report_damaged_rows(tmp_path: Path) -> None:
     async for store in make_store("db_sqlite", tmp_path):
         ids = await build(store, {"not_json": TEXT_SHAPES["not_json"]})
         await migrate.upgrade(store.url)
-        plan = await plan_repair(store.url, policy=POLICY, now=NOW)
+        plan = await plan_repair(store.url, ScanOptions(policy=POLICY), now=NOW)
         assert damaged_of(plan.scan) == {
             "not_json": (ids["not_json"],
                          "event_data is not JSON (Expecting value at char 0 of 15)")}
@@ -266,7 +266,7 @@ async def test_unknown_part_kinds_and_a_huge_row_are_read(tmp_path: Path) -> Non
             event["content"]["parts"].append({"mystery_kind": {"x": 1}})
             db.execute("UPDATE events SET event_data = ? WHERE session_id='unknown' AND "
                        "event_data LIKE '%function_response%'", (json.dumps(event),))
-        report = await scan(store.url, now=NOW, stale_after=3600)
+        report = await scan(store.url, ScanOptions(policy=HealPolicy(stale_after=3600)), now=NOW)
         assert report.damaged_rows == []
         assert [c.session_id for c in report.dead_calls] == ["huge"]
 
@@ -286,14 +286,14 @@ async def test_one_damaged_row_among_100k_events(tmp_path: Path) -> None:
             db.execute("UPDATE events SET event_data = ? WHERE id = ? AND session_id = "
                        "'s0001000'", (data[:len(data) // 2], event_id))
         started = time.perf_counter()
-        report = await scan(store.url, now=NOW, stale_after=None)
+        report = await scan(store.url, ScanOptions(policy=HealPolicy(stale_after=None)), now=NOW)
         assert report.events_scanned == 100_000
         ((session_id, (damaged_id, problem)),) = damaged_of(report).items()
         assert (session_id, damaged_id) == ("s0001000", event_id)
         assert problem.startswith("event_data is truncated JSON")
         dead_sessions = {c.session_id for c in report.dead_calls}
         await migrate.upgrade(store.url)
-        healed = await repair(store.url, now=NOW, policy=HealPolicy(stale_after=None))
+        healed = await repair(store.url, ScanOptions(policy=HealPolicy(stale_after=None)), now=NOW)
         assert {h.record.session_id for h in healed.heals if h.written} == dead_sessions
         assert len(dead_sessions) > 50 and "s0001000" not in dead_sessions
         assert time.perf_counter() - started < 60

@@ -53,6 +53,7 @@ from servers import REDIS_URL, temporary_database, temporary_redis_prefix
 from typing_extensions import override
 from ugly_histories import UGLY_OPS, Op, build_ugly, describe
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.findings import HEALABLE, SessionFindings, classify
 from adk_session_heal.core.heal_plan import plan_heals
@@ -476,10 +477,10 @@ async def heal_step(layout: FuzzLayout, step: str, app: str, session_ids: Sequen
     written: list[HealRecord] = []
     where = SessionFilter(app_name=app)
     if step == "repair" and layout.url is not None:
-        await repair(layout.url, where=where, policy=policy, now=NOW, ledger=False,
-                     on_heal=written.append)
+        await repair(layout.url, ScanOptions(where=where, policy=policy),
+                     now=NOW, ledger=False, on_heal=written.append)
     elif step == "plan_apply" and layout.url is not None:
-        plan = await plan_repair(layout.url, where=where, policy=policy, now=NOW)
+        plan = await plan_repair(layout.url, ScanOptions(where=where, policy=policy), now=NOW)
         await apply_plan(plan, ledger=False, on_heal=written.append)
     else:
         async with layout.service() as inner:

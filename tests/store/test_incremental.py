@@ -32,7 +32,7 @@ from servers import REDIS_URL, temporary_redis_prefix
 from stores import APP, KINDS, USER, Store, close, crashed_histories, fill, make_store
 from ugly_histories import UGLY_OPS, Op, build_ugly
 
-from adk_session_heal import migrate
+from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.session_key import SessionKey
@@ -62,11 +62,12 @@ def _findings(report: ScanReport) -> dict[str, Any]:
 
 
 async def _same_as_full(store: Store, now: float, *, prefilter: Any = "auto",
-                        **kwargs: Any) -> ScanReport:
+                        where: SessionFilter | None = None) -> ScanReport:
     """Runs an incremental scan; asserts it finds what a full scan finds; returns it."""
-    incremental = await scan(store.url, now=now, incremental=True, prefilter=prefilter,
-                             **kwargs)
-    full = await scan(store.url, now=now, prefilter="never", **kwargs)
+    where = where or SessionFilter()
+    incremental = await scan(store.url, ScanOptions(where=where, incremental=True,
+                                                    prefilter=prefilter), now=now)
+    full = await scan(store.url, ScanOptions(where=where, prefilter="never"), now=now)
     assert _findings(incremental) == _findings(full)
     assert incremental.sessions_scanned <= full.sessions_scanned
     return incremental
@@ -227,7 +228,7 @@ async def test_a_write_during_a_run_is_read_by_the_next(kind: str, tmp_path: Pat
         for n, moment in enumerate(moments):
             writer = _WriteDuring(store, moment, f"ok{n}",
                                   _dead_call(newest - 2 + n, f"during{n}"))
-            await scan(store.url, now=NOW, incremental=True, progress=writer)
+            await scan(store.url, ScanOptions(incremental=True), now=NOW, progress=writer)
             assert writer.written
             found = await _same_as_full(store, NOW)
             assert f"ok{n}" in {c.session_id for c in found.dead_calls}, moment
@@ -274,17 +275,17 @@ async def test_incremental_repair_heals_then_reads_little(kind: str, tmp_path: P
         histories = crashed_histories()
         await fill(store, histories)
         await migrate.upgrade(store.url)
-        first = await repair(store.url, now=NOW, incremental=True)
+        first = await repair(store.url, ScanOptions(incremental=True), now=NOW)
         assert first.healed == 3  # dead, stale, parallel's "b"
-        second = await repair(store.url, now=NOW, incremental=True)
+        second = await repair(store.url, ScanOptions(incremental=True), now=NOW)
         assert second.healed == 0
         # The healed three once more, the three kept (long, idless, orphan), and "empty":
         # created at the clock (no event moved its update time back), within the margin.
         assert second.scan.sessions_scanned == 7
-        third = await repair(store.url, now=NOW, incremental=True)
+        third = await repair(store.url, ScanOptions(incremental=True), now=NOW)
         assert third.healed == 0 and third.scan.sessions_scanned == 4
         assert _findings(third.scan) == _findings(await scan(store.url, now=NOW))
-        dry = await repair(store.url, now=NOW, incremental=True, dry_run=True)
+        dry = await repair(store.url, ScanOptions(incremental=True), now=NOW, dry_run=True)
         assert dry.scan.sessions_scanned == 4
 
 
@@ -382,7 +383,7 @@ async def test_an_interrupted_run_keeps_the_previous_state(kind: str, tmp_path: 
         first = await _same_as_full(store, NOW)
         await _append(store, "ok", _dead_call(time.time(), "w1"))
         with pytest.raises(_Stopped):
-            await scan(store.url, now=NOW, incremental=True, progress=_FailMidway())
+            await scan(store.url, ScanOptions(incremental=True), now=NOW, progress=_FailMidway())
         after = await _same_as_full(store, NOW)
         assert after.incremental is not None and first.incremental is not None
         assert after.incremental.previous == first.incremental.value
@@ -396,7 +397,7 @@ async def test_an_undone_repair_is_read_again(kind: str, tmp_path: Path) -> None
         await fill(store, crashed_histories())
         await migrate.upgrade(store.url)
         await _same_as_full(store, NOW, where=SessionFilter(app_name=APP))  # a second scope
-        healed = await repair(store.url, now=NOW, incremental=True)
+        healed = await repair(store.url, ScanOptions(incremental=True), now=NOW)
         assert healed.healed == 3 and healed.run_id is not None
         await _same_as_full(store, NOW)
         settled_run = await _same_as_full(store, NOW)

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from stores import Store, fill, make_store
 from ugly_histories import UGLY_OPS, Op, build_ugly
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.ops.scan import scan
 from adk_session_heal.store import SessionFilter, open_store
@@ -165,8 +166,8 @@ async def _candidates(store: Store) -> list[str]:
 
 
 async def _same_reports(store: Store) -> dict[str, Any]:
-    pre = (await scan(store.url, now=NOW, prefilter="always")).to_json()
-    full = (await scan(store.url, now=NOW, prefilter="never")).to_json()
+    pre = (await scan(store.url, ScanOptions(prefilter="always"), now=NOW)).to_json()
+    full = (await scan(store.url, ScanOptions(prefilter="never"), now=NOW)).to_json()
     assert pre == full
     return pre
 
@@ -225,9 +226,9 @@ async def test_repair_prefiltered_then_nothing_left(kind: str, tmp_path: Path) -
         dead.call("lookup", {"q": 1})
         dead.user("hello?")
         await fill(store, {"clean": _answered(), "dead": dead})
-        healed = await repair(store.url, ledger=False, now=NOW, prefilter="always")
+        healed = await repair(store.url, ScanOptions(prefilter="always"), ledger=False, now=NOW)
         assert healed.healed == 1
-        after = await scan(store.url, now=NOW, prefilter="never")
+        after = await scan(store.url, ScanOptions(prefilter="never"), now=NOW)
         assert after.counts()["dead_calls"] == 0 and after.events_scanned == 8
 
 

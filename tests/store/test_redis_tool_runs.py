@@ -18,7 +18,7 @@ from servers import REDIS_URL, temporary_redis_prefix
 from stores import APP, USER
 from tool_run_kill import run_until_killed, watch_then_kill
 
-from adk_session_heal import HealingSessionService, HealPolicy
+from adk_session_heal import HealingSessionService, HealPolicy, ScanOptions
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
@@ -112,11 +112,11 @@ async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(
         == {run.call_id: run}
     await close_redis(beside)
     assert await read(run.lease_until - 0.5, HealPolicy(stale_after=0, clock_skew=0)) == []
-    alive = await repair(url, policy=HealPolicy(stale_after=0, clock_skew=0),
+    alive = await repair(url, ScanOptions(policy=HealPolicy(stale_after=0, clock_skew=0)),
                          now=run.lease_until - 0.5, ledger=False)
     assert alive.heals == [] and alive.scan.in_flight_calls[0].lease_holder
     assert await read(run.lease_until + 0.5, HealPolicy(clock_skew=0)) == [MAY_HAVE_RUN]
-    after = await repair(url, policy=HealPolicy(stale_after=0, clock_skew=0),
+    after = await repair(url, ScanOptions(policy=HealPolicy(stale_after=0, clock_skew=0)),
                          now=run.lease_until + 0.5, ledger=False)
     assert after.heals == []
 

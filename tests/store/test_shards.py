@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import APP, KINDS, USER, bulk_fill, bulk_histories, make_store
 
+from adk_session_heal import ScanOptions
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.shards import SQLITE_FUNCTION, Shard, bucket
 from adk_session_heal.ops.scan import scan
@@ -84,7 +85,7 @@ async def test_sql_shards_match_python(kind: str, tmp_path: Path) -> None:
         finally:
             await opened.close()
         whole = await scan(store.url, now=NOW)
-        parts = [await scan(store.url, now=NOW, where=SessionFilter(shard=Shard(n, 2)))
+        parts = [await scan(store.url, ScanOptions(where=SessionFilter(shard=Shard(n, 2))), now=NOW)
                  for n in (1, 2)]
         assert sum(p.sessions_scanned for p in parts) == whole.sessions_scanned
         assert sum(p.events_scanned for p in parts) == whole.events_scanned

@@ -27,6 +27,7 @@ import pytest
 from cli_runner import assert_one_line_error, cli
 from stores import APP, USER, Store, close, crashed_histories, fill, make_store
 
+from adk_session_heal import HealPolicy, ScanOptions
 from adk_session_heal.errors import ReadOnlyStoreError
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.ops.scan import scan
@@ -143,7 +144,7 @@ async def test_a_wal_left_by_a_killed_writer_keeps_only_committed_writes(
     """A WAL file with a committed and an uncommitted transaction: the scan and repair see
     the committed answer (the stale call is answered), not the uncommitted one."""
     store = await crashed_file(kind, tmp_path, wal=True)
-    report = await scan(store.url, now=NOW, stale_after=3600)
+    report = await scan(store.url, ScanOptions(policy=HealPolicy(stale_after=3600)), now=NOW)
     assert {(c.session_id, c.status) for c in report.dead_calls} == {
         ("dead", "superseded"), ("parallel", "superseded")}
     assert cli("repair", store.url, "--yes", "--no-ledger").exit_code == 0

@@ -37,7 +37,7 @@ from stores import (
     fill,
 )
 
-from adk_session_heal import migrate
+from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
 from adk_session_heal.ops.scan import scan
@@ -305,7 +305,7 @@ async def test_a_session_deleted_inside_the_write_transaction_costs_only_its_own
     as gone, its row refused by the foreign key without undoing the others."""
     async with temporary_database(kind) as url:
         await fill(Store(kind, url), {sid: crashed_histories()["dead"] for sid in "abc"})
-        plan = await plan_repair(url, policy=HealPolicy(), writing=True, ledger=False)
+        plan = await plan_repair(url, ScanOptions(policy=HealPolicy()), writing=True, ledger=False)
         app = DatabaseSessionService(url)
         deleting: list[asyncio.Task[None]] = []
 
@@ -322,7 +322,7 @@ async def test_a_session_deleted_inside_the_write_transaction_costs_only_its_own
             await app.close()
         assert {h.record.session_id: h.outcome for h in report.heals} == {
             "a": WriteOutcome.WRITTEN, "b": deleted, "c": WriteOutcome.WRITTEN}
-        after = await scan(url, stale_after=None)
+        after = await scan(url, ScanOptions(policy=HealPolicy(stale_after=None)))
         assert (after.sessions_scanned, after.needs_healing) == (2, False)
 
 
@@ -334,7 +334,8 @@ async def test_a_write_that_loses_a_deadlock_runs_again(
     whole: the batch is written, and the other transaction goes on."""
     async with temporary_database("postgres") as url:
         await fill(Store("postgres", url), {sid: crashed_histories()["dead"] for sid in "ax"})
-        plan = await plan_repair(url, policy=HealPolicy(), where=SessionFilter(session_id="a"))
+        plan = await plan_repair(url, ScanOptions(policy=HealPolicy(),
+                                                  where=SessionFilter(session_id="a")))
         other = create_async_engine(url)
         rechecks = 0
         finishing: list[asyncio.Task[None]] = []
@@ -421,7 +422,7 @@ async def test_a_role_that_may_not_lock_sessions_still_repairs(
             _between_recheck_and_insert(monkeypatch, delete)
             limited = url.replace("://postgres@", f"://{role}@")
             try:
-                report = await repair(limited, policy=HealPolicy(stale_after=3600))
+                report = await repair(limited, ScanOptions(policy=HealPolicy(stale_after=3600)))
             finally:
                 await app.close()
             assert {h.record.session_id: h.outcome for h in report.heals} == {

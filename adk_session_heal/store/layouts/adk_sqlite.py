@@ -31,14 +31,10 @@ from ...core.healing import Heal, SessionHeals
 from ...core.session_key import SessionKey
 from ..base import (
     Layout,
-    Removal,
     RemoveOutcome,
     ResolveOutcome,
     ResolveResult,
-    SessionFilter,
     SessionStore,
-    StoredSession,
-    WriteResult,
     decide_removal,
     decide_resolution,
 )
@@ -65,6 +61,8 @@ from ..urls import StoreUrl
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
     from google.adk.events.event import Event
+
+    from ..base import Removal, SessionFilter, StoredSession, WriteResult
 
 SQLITE_EVENT_COLUMNS = (
     "id",

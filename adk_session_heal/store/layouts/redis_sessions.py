@@ -53,11 +53,9 @@ from ...errors import StoreError, UnsupportedStoreError
 from ..base import (
     DamagedRow,
     Layout,
-    Removal,
     RemoveOutcome,
     ResolveOutcome,
     ResolveResult,
-    SessionFilter,
     SessionStore,
     StoredSession,
     WriteOutcome,
@@ -84,6 +82,8 @@ from .redis_values import ParsedSession, parse_session_value, with_heals, withou
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
     from google.adk.events.event import Event
+
+    from ..base import Removal, SessionFilter
 
 ADK_REDIS_MODULE = "google.adk.integrations.redis"
 """Where ADK (2.7+) keeps ``RedisSessionService``."""

@@ -45,14 +45,8 @@ from ...core.session_key import SessionKey
 from ...errors import LedgerError, StoreError
 from ..base import (
     Layout,
-    Removal,
-    RemoveOutcome,
     ResolveOutcome,
-    ResolveResult,
-    SessionFilter,
     SessionStore,
-    StoredSession,
-    WriteResult,
 )
 from ..batch_outcomes import checked, outcomes, removed
 from ..dialects import prepare_write
@@ -90,6 +84,15 @@ from .sql_recheck import hold_sessions, recheck
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
+
+    from ..base import (
+        Removal,
+        RemoveOutcome,
+        ResolveResult,
+        SessionFilter,
+        StoredSession,
+        WriteResult,
+    )
 
 _NEWEST_FIRST_INDEX = "idx_events_app_user_session_ts_id"
 """ADK's index on ``events`` (app, user, session, timestamp DESC, id DESC)."""

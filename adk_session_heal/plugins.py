@@ -5,7 +5,9 @@
 - :class:`ToolRunLedgerPlugin`: records each tool call's start (with a lease) and end, so a
   heal says whether the tool ran (README, "Did the tool run?");
 - :class:`RerunSafeCallsPlugin`: on the next user message, runs dead read-only calls again
-  through ADK's own tool path (README, "Re-running safe calls").
+  through ADK's own tool path (README, "Re-running safe calls");
+- :func:`idempotency_key`: for a tool, the key of the call it runs, the same on every run of
+  that call, to pass to an API that deduplicates (README, "One charge per call").
 
 Example::
 
@@ -25,6 +27,7 @@ from .runtime.context_filter.window import (
     content_chars,
     filter_contents,
 )
+from .runtime.idempotency import idempotency_key
 from .runtime.rerun_plugin import RerunSafeCallsPlugin
 from .runtime.tool_run_plugin import ToolRunLedger, ToolRunLedgerPlugin
 
@@ -39,5 +42,6 @@ __all__ = [
     "ToolRunLedgerPlugin",
     "content_chars",
     "filter_contents",
+    "idempotency_key",
     "merge_same_role_contents",
 ]

@@ -85,6 +85,17 @@ def test_repair_database_heals_once_and_is_idempotent(tmp_path: Path) -> None:
     assert out.rstrip().endswith("repaired")
 
 
+def test_idempotent_payment_charges_once_at_every_crash_point() -> None:
+    """Killed at every point and resumed elsewhere: one charge with the key, two without."""
+    out = run_example("idempotent_payment.py").stdout
+    ours, contrast = out.split("for contrast, with a new key on every run:")
+    for point in ("before charge", "after charge", "after tool"):
+        assert (f"killed {point} (exit code 17), resumed in another process: 1 charge(s), "
+                "call answered: True") in ours
+    assert contrast.count("2 charge(s)") == 2  # after the charge, and after the tool returned
+    assert out.rstrip().endswith("one charge at every point")
+
+
 def test_context_filter_plugin_example_contrasts_adk_and_ours() -> None:
     """ADK's filter sends an orphaned tool response; the tool-aware one never does."""
     out = run_example("context_filter_plugin.py").stdout

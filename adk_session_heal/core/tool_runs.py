@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..policy import CallOutcome
+from ..policy import CallOutcome, ToolEffect
 from .session_key import SessionKey
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -211,3 +211,55 @@ def run_outcome(run: ToolRun | None, now: float, clock_skew: float = 0.0) -> Cal
     if run.state is RunState.ANNOUNCED:
         return CallOutcome.NOT_STARTED
     return CallOutcome.MAY_HAVE_RUN
+
+
+class ReplayAction(str, enum.Enum):
+    """What a run of a call that may have run before does (see :func:`replay_action`)."""
+
+    RUN = "run"
+    """Run the tool: it never started, or running it again is harmless."""
+    ANSWER = "answer"
+    """Do not run it: answer with the recorded result, or say it may have run."""
+    WAIT = "wait"
+    """Another run of the call holds a live lease: wait for it, never run it alongside."""
+
+
+def replay_action(run: ToolRun | None, effect: ToolEffect, now: float,
+                  clock_skew: float = 0.0) -> tuple[ReplayAction, CallOutcome | None]:
+    """What to do when a call is about to run and the ledger may know an earlier run of it.
+
+    The same reading of a record as :func:`run_outcome`, for a call ADK (a
+    resumable app's resume) or ``RerunSafeCallsPlugin`` is about to run again,
+    matched by call id:
+
+    * no record, or ``announced`` with an expired lease: the tool never
+      started (or nothing is known): run it;
+    * a live lease, announced or started: another runner has it: wait;
+    * ``finished``: answer with the recorded result (``FINISHED_RESULT_LOST``),
+      unless the result was too large to keep and running again is harmless;
+    * ``started`` with an expired lease, or ``failed``: it may have done its
+      work: run it again only for a ``read_only`` or ``idempotent`` tool, else
+      answer that it may have run (``MAY_HAVE_RUN``).
+
+    Args:
+        run: The call's record, or ``None``.
+        effect: The tool's declared effect.
+        now: The reader's time.
+        clock_skew: How far the reader's clock may run ahead of the record's host.
+
+    Returns:
+        The action, and the outcome an ``ANSWER`` reports (else ``None``).
+    """
+    if run is None:
+        return ReplayAction.RUN, None
+    outcome = run_outcome(run, now, clock_skew)
+    if outcome is None:
+        return ReplayAction.WAIT, None
+    if outcome is CallOutcome.NOT_STARTED:
+        return ReplayAction.RUN, None
+    if outcome is CallOutcome.FINISHED_RESULT_LOST and (run.result is not None
+                                                        or not effect.safe_to_retry):
+        return ReplayAction.ANSWER, outcome
+    if effect.safe_to_retry:
+        return ReplayAction.RUN, None
+    return ReplayAction.ANSWER, outcome

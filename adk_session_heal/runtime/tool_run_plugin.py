@@ -29,6 +29,20 @@ end record is logged; the tool's result reaches the model as usual.
 
 What the records mean for a dead call is :func:`~adk_session_heal.core.tool_runs.run_outcome`.
 
+**Runs of a call that ran before.** ADK runs a call again when a resumable app
+resumes an interrupted invocation (it replays the unanswered calls, matched by
+the stored call event), and ``RerunSafeCallsPlugin`` runs dead read-only calls
+again. A call this plugin did not announce in this process is such a run (or a
+call ADK announced elsewhere): before it starts, the plugin reads the call's
+record, once, and does what :func:`~adk_session_heal.core.tool_runs.replay_action`
+says: a call that finished is answered with its recorded result and the tool
+does not run; one that started and whose lease expired (or failed) is answered
+"may have run", as a heal would be, unless its tool is declared ``read_only``
+or ``idempotent`` (``policy``); one that was only announced runs; one whose
+lease is alive (another process runs it now) is waited for, up to
+``replay_wait`` seconds, then answered with the finished result or refused.
+A call this process announced is a first run and costs no read.
+
 The heartbeat does not run on the runner's event loop, which a tool may block:
 ADK calls a plain ``def`` tool (or generator) on the loop itself unless
 ``RunConfig.tool_thread_pool_config`` sends it to a thread pool (ADK 2.x;
@@ -67,7 +81,8 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -82,12 +97,15 @@ from ..core.session_key import SessionKey
 from ..core.tool_runs import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_MAX_RESULT_BYTES,
+    ReplayAction,
     RunState,
     ToolRun,
     as_response,
+    replay_action,
     stored_result,
 )
 from ..errors import HealError
+from ..policy import DeadCall, HealPolicy
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -97,9 +115,26 @@ NOT_RECORDED_ERROR = (
 )
 """The result the model gets when a start cannot be recorded (the tool did not run)."""
 
+STILL_RUNNING_ERROR = (
+    "The tool was not run: another run of this call still holds its lease (it is running "
+    "elsewhere). It may complete; check the system before retrying."
+)
+"""The result of a run of a call whose earlier run still held its lease after ``replay_wait``."""
+
+REPLAY_REASON = "replayed"
+"""The ``reason`` a payload function sees for a call answered instead of run again."""
+
+_ANNOUNCED_KEPT = 10_000
+"""How many calls announced in this process are remembered as first runs."""
+
 
 class ToolRunLedger(Protocol):
     """Where tool runs are recorded: ``SqlToolRunLedger`` or ``RedisToolRunLedger``."""
+
+    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
+                   ) -> dict[str, ToolRun]:
+        """Returns the session's tool runs by call id (only ``call_ids`` when given)."""
+        ...
 
     async def announce(self, runs: Sequence[ToolRun]) -> None:
         """Records calls about to run, keeping existing records."""
@@ -338,18 +373,28 @@ class ToolRunLedgerPlugin(BasePlugin):
         max_result_bytes: The largest result kept (bytes of JSON).
         name: The plugin's name.
         clock: Seconds since the epoch (tests pass a skewed one).
+        policy: The tools' effects, the clock skew between hosts, and the
+            answer of a call that is not run again (the payload a heal would
+            write), for runs of calls that ran before (the module docstring).
+        replay_wait: How long such a run waits for an earlier run that still
+            holds its lease (default: twice ``lease_seconds``).
     """
 
     def __init__(self, ledger: ToolRunLedger, *, lease_seconds: float = DEFAULT_LEASE_SECONDS,
                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
                  name: str = "adk_session_heal_tool_runs",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 policy: HealPolicy | None = None,
+                 replay_wait: float | None = None) -> None:
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         super().__init__(name)
         self.ledger = ledger
         self.lease_seconds = float(lease_seconds)
         self.max_result_bytes = max_result_bytes
+        self.policy = policy or HealPolicy()
+        self.replay_wait = 2 * self.lease_seconds if replay_wait is None else float(replay_wait)
+        self._announced: OrderedDict[tuple[SessionKey, str], None] = OrderedDict()
         self._clock = clock
         self._host = socket.gethostname()
         if not callable(getattr(ledger, "open_copy", None)):
@@ -384,7 +429,48 @@ class ToolRunLedgerPlugin(BasePlugin):
             await self.ledger.announce(runs)
         except HealError as exc:  # without it, a dead call reads as unknown: never unsafe
             logger.warning("adk_session_heal: %s", exc)
+            return None
+        key = SessionKey(session.app_name, session.user_id, session.id)
+        for run in runs:
+            self._announced[(key, run.call_id)] = None
+        while len(self._announced) > _ANNOUNCED_KEPT:
+            self._announced.popitem(last=False)
         return None
+
+    async def _earlier_run(self, tool: BaseTool, key: tuple[SessionKey, str]
+                           ) -> dict[str, Any] | None:
+        """Reads the record of a call that may have run before; ``None``: run the tool.
+
+        Else the answer the model gets instead of a run (see the module docstring).
+        """
+        session, call_id = key
+        effect = self.policy.effect_of(tool.name)
+        deadline = self._clock() + self.replay_wait
+        while True:
+            try:
+                run = (await self.ledger.runs(session, [call_id])).get(call_id)
+            except HealError as exc:
+                logger.error("adk_session_heal: %s; tool %s#%s not run", exc, tool.name, call_id)
+                return {"error": NOT_RECORDED_ERROR}
+            now = self._clock()
+            skew = 0.0 if run is None or run.host == self._host else (
+                self.policy.clock_skew_seconds)
+            action, outcome = replay_action(run, effect, now, skew)
+            if action is ReplayAction.RUN:
+                return None
+            if action is ReplayAction.ANSWER:
+                assert run is not None and outcome is not None
+                logger.warning("adk_session_heal: tool %s#%s ran before (%s); not run again",
+                               tool.name, call_id, outcome.value)
+                recovered = run.result if run.state is RunState.FINISHED else None
+                return self.policy.payload_for(DeadCall(call_id, tool.name, REPLAY_REASON,
+                                                        outcome=outcome, recovered=recovered))
+            if now >= deadline:
+                logger.error("adk_session_heal: tool %s#%s is still running elsewhere (%s/%s);"
+                             " not run again", tool.name, call_id, run and run.host,
+                             run and run.pid)
+                return {"error": STILL_RUNNING_ERROR}
+            await asyncio.sleep(min(1.0, self.lease_seconds / 10, deadline - now))
 
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> dict[str, Any] | None:
@@ -392,6 +478,12 @@ class ToolRunLedgerPlugin(BasePlugin):
         key = self._key(tool_context)
         if key is None:  # a call without an id cannot be matched to its record later
             return None
+        announced_here = key in self._announced
+        self._announced.pop(key, None)
+        if not announced_here:  # a run of a call that may have run before (a replay)
+            answer = await self._earlier_run(tool, key)
+            if answer is not None:
+                return answer
         session, call_id = key
         now = self._clock()
         run = ToolRun(

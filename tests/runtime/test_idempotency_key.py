@@ -1,4 +1,4 @@
-"""Tests for runtime/idempotency.py (the key a tool reads from its ToolContext), on a real Runner."""
+"""Tests for runtime/idempotency.py: the key a tool reads from its ToolContext, on a Runner."""
 
 from __future__ import annotations
 

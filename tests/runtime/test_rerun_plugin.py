@@ -466,7 +466,8 @@ async def test_the_tool_run_ledger_records_the_re_run(
     for event in crashed.events:
         await inner.append_event(session, event)
     key = SessionKey(APP, USER, session.id)
-    dead_at = time.time() - 300  # the process that ran it died: its lease ran out long ago
+    # The process that ran it died: its lease ran out longer ago than the clock skew allows.
+    dead_at = time.time() - 600
     dead = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="rc-1",
                    tool_name="read_customer", invocation_id=crashed.invocation_id,
                    state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
@@ -475,8 +476,9 @@ async def test_the_tool_run_ledger_records_the_re_run(
     assert await tool_run_ledger.start(dead) == 1
     model = ScriptedModel(script=[ScriptedModel.say("Here is your record.")])
     agent = LlmAgent(name=AGENT, model=model, tools=[customer_tool(kind, reads)])
-    app = App(name=APP, root_agent=agent, plugins=[RerunSafeCallsPlugin(CUSTOMER_POLICY),
-                                                  ToolRunLedgerPlugin(tool_run_ledger)])
+    app = App(name=APP, root_agent=agent, plugins=[
+        RerunSafeCallsPlugin(CUSTOMER_POLICY),
+        ToolRunLedgerPlugin(tool_run_ledger, policy=CUSTOMER_POLICY)])
     runner = Runner(app=app, session_service=HealingSessionService(inner, CUSTOMER_POLICY))
     message = types.Content(role="user", parts=[types.Part(text="hello?")])
     try:

@@ -33,7 +33,11 @@ from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
 from adk_session_heal.policy import CallOutcome
 from adk_session_heal.runtime import tool_run_plugin
-from adk_session_heal.runtime.tool_run_plugin import NOT_RECORDED_ERROR, ToolRunLedgerPlugin
+from adk_session_heal.runtime.tool_run_plugin import (
+    NOT_RECORDED_ERROR,
+    STILL_RUNNING_ERROR,
+    ToolRunLedgerPlugin,
+)
 from adk_session_heal.store.ledger.tool_run_sql import TOOL_RUNS_TABLE, SqlToolRunLedger
 from adk_session_heal.testing import ScriptedModel
 
@@ -481,10 +485,11 @@ async def test_a_forked_child_renews_its_own_leases_not_its_parents(
 
 
 @SQLITE_ONLY
-async def test_two_runs_of_one_call_id_at_once_each_end_their_own_attempt(
+async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_result(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """One call id started twice at once (a repeated call): the first's end does not finish
-    the second's attempt, whose lease goes on being renewed until it ends itself."""
+    """One call id run twice at once (a replay while the first run lives): the second waits
+    while the first holds its lease (renewed past three leases), then is answered with the
+    first's recorded result; the tool's start is recorded once."""
     contexts: list[ToolContext] = []
 
     async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
@@ -496,33 +501,107 @@ async def test_two_runs_of_one_call_id_at_once_each_end_their_own_attempt(
     (context,) = contexts
     context.function_call_id = "twice"
     key = SessionKey(APP, USER, context.session.id)
-    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=30)
     tool: Any = type("Tool", (), {"name": "lookup"})()
-    starts = {name: asyncio.Event() for name in ("first", "second")}
-    ends = {name: asyncio.Event() for name in ("first", "second")}
+    first_started, first_ends = asyncio.Event(), asyncio.Event()
 
-    async def run(name: str) -> None:
+    async def first() -> None:
         assert await plugin.before_tool_callback(tool=tool, tool_args={},
                                                  tool_context=context) is None
-        starts[name].set()
-        await ends[name].wait()
+        first_started.set()
+        await first_ends.wait()
         await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
-                                         result={"by": name})
+                                         result={"by": "first"})
 
-    first = asyncio.create_task(run("first"))
-    await asyncio.wait_for(starts["first"].wait(), 30)
-    second = asyncio.create_task(run("second"))
-    await asyncio.wait_for(starts["second"].wait(), 30)
-    ends["first"].set()
-    await first
-    await asyncio.sleep(1.0)  # three leases: only a heartbeat keeps the second alive
+    running = asyncio.create_task(first())
+    await asyncio.wait_for(first_started.wait(), 30)
+    second = asyncio.create_task(plugin.before_tool_callback(tool=tool, tool_args={},
+                                                             tool_context=context))
+    await asyncio.sleep(1.0)  # three leases: only the first's heartbeat keeps it alive
+    assert not second.done()
     run_now = (await tool_run_ledger.runs(key))["twice"]
-    assert run_now.state is RunState.STARTED and run_now.attempt == 2
-    assert run_outcome(run_now, time.time()) is None
-    ends["second"].set()
-    await second
+    assert run_now.state is RunState.STARTED and run_outcome(run_now, time.time()) is None
+    first_ends.set()
+    await running
+    assert await asyncio.wait_for(second, 30) == {"by": "first"}
     final = (await tool_run_ledger.runs(key))["twice"]
-    assert final.state is RunState.FINISHED and final.result == {"by": "second"}
+    assert final.state is RunState.FINISHED and final.result == {"by": "first"}
+    assert final.attempt == run_now.attempt  # the second never recorded a start
+    await plugin.close()
+
+
+class _CountingReads(SqlToolRunLedger):
+    """The real SQL ledger, counting the reads of run records."""
+
+    reads = 0
+
+    async def runs(self, key: SessionKey, call_ids: Any = None) -> dict[str, ToolRun]:
+        """Counts, then reads."""
+        type(self).reads += 1
+        return await super().runs(key, call_ids)
+
+
+@SQLITE_ONLY
+async def test_a_first_run_costs_no_read_and_a_replay_costs_one(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A call this process announced starts without reading the ledger; a run of a call it did
+    not announce (ADK's replay) reads its record once, then runs it."""
+    assert adk_store.url is not None
+    ledger = _CountingReads.from_url(adk_store.url)
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    try:
+        await _run(adk_store, lookup, ToolRunLedgerPlugin(ledger), {"q": "x"})
+        assert _CountingReads.reads == 0
+        (context,) = contexts
+        context.function_call_id = "replayed-elsewhere"
+        plugin = ToolRunLedgerPlugin(ledger)
+        tool: Any = type("Tool", (), {"name": "lookup"})()
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+        assert _CountingReads.reads == 1
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result={"q": "x"})
+        await plugin.close()
+    finally:
+        await ledger.close()
+
+
+@SQLITE_ONLY
+async def test_a_run_of_a_call_another_process_still_runs_is_refused_after_the_wait(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """Another process holds the call's lease past replay_wait: the tool is not run; the
+    model is told it still runs elsewhere, and the other process's record is untouched."""
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
+    (context,) = contexts
+    context.function_call_id = "elsewhere"
+    now = time.time()
+    other = ToolRun(app_name=APP, user_id=USER, session_id=context.session.id,
+                    call_id="elsewhere", tool_name="lookup", invocation_id="e-other",
+                    state=RunState.STARTED, host="other-host", pid=4242, attempt=0,
+                    started_at=now, lease_until=now + 600)
+    attempt = await tool_run_ledger.start(other)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=0.5)
+    tool: Any = type("Tool", (), {"name": "lookup"})()
+    started = time.monotonic()
+    answer = await plugin.before_tool_callback(tool=tool, tool_args={}, tool_context=context)
+    assert answer == {"error": STILL_RUNNING_ERROR}
+    assert time.monotonic() - started >= 0.5
+    run = (await tool_run_ledger.runs(SessionKey(APP, USER, context.session.id)))["elsewhere"]
+    assert (run.host, run.pid, run.attempt, run.state) == ("other-host", 4242, attempt,
+                                                          RunState.STARTED)
     await plugin.close()
 
 

@@ -1,0 +1,93 @@
+"""A resumable ADK app (2.x) with ToolRunLedgerPlugin, killed at one point of a tool turn.
+
+``replay_guard.py URL SESSION_ID POINT`` runs one turn whose ``transfer`` tool
+appends a line to ``$REPLAY_EFFECTS`` (its side effect) and kills the process
+with ``os._exit(17)`` at POINT:
+
+* ``before_start``: in a plugin's before-tool callback, before the ledger's
+  start record (the call is only announced);
+* ``after_effect``: inside the tool, after its side effect (started, never finished);
+* ``after_finish``: after the ledger recorded the tool's finish, before ADK
+  stored its response.
+
+``tests/runtime/test_replay_guard.py`` resumes the invocation from its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.apps import App, ResumabilityConfig
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
+from google.adk.sessions import DatabaseSessionService
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.plugins import ToolRunLedgerPlugin
+from adk_session_heal.testing import ScriptedModel
+
+APP, USER = "bank", "customer"
+LEASE_SECONDS = 1.0
+
+
+def _dies_at(point: str) -> None:
+    if os.environ.get("REPLAY_CRASH") == point:
+        os._exit(17)
+
+
+async def transfer(amount: int) -> dict[str, str]:
+    """Transfers money (a side effect: each run appends a line)."""
+    with Path(os.environ["REPLAY_EFFECTS"]).open("a") as effects:
+        effects.write(f"transfer {amount}\n")
+    _dies_at("after_effect")
+    return {"status": "sent"}
+
+
+class _Before(BasePlugin):
+    async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                   tool_context: ToolContext) -> dict[str, Any] | None:
+        _dies_at("before_start")
+        return None
+
+
+class _After(BasePlugin):
+    async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                  tool_context: ToolContext,
+                                  result: dict[str, Any]) -> dict[str, Any] | None:
+        _dies_at("after_finish")
+        return None
+
+
+def runner(service: DatabaseSessionService, plugins: list[BasePlugin], *,
+           first_turn: bool) -> Runner:
+    """The app: the first turn calls transfer(5); a resumed one only answers."""
+    script = [ScriptedModel.call("transfer", {"amount": 5})] if first_turn else []
+    agent = LlmAgent(name="teller", tools=[transfer],
+                     model=ScriptedModel(script=[*script, ScriptedModel.say("Sent.")]))
+    app = App(name=APP, root_agent=agent, plugins=plugins,
+              resumability_config=ResumabilityConfig(is_resumable=True))
+    return Runner(app=app, session_service=service)
+
+
+async def first_turn(url: str, session_id: str) -> None:
+    service = DatabaseSessionService(url)
+    ledger = SqlToolRunLedger.from_url(url)
+    plugins: list[BasePlugin] = [_Before("before"),
+                                 ToolRunLedgerPlugin(ledger, lease_seconds=LEASE_SECONDS),
+                                 _After("after")]
+    message = types.Content(role="user", parts=[types.Part(text="send 5")])
+    async for _ in runner(service, plugins, first_turn=True).run_async(
+            user_id=USER, session_id=session_id, new_message=message):
+        pass
+
+
+if __name__ == "__main__":
+    asyncio.run(first_turn(sys.argv[1], sys.argv[2]))

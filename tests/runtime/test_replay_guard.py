@@ -1,0 +1,103 @@
+"""ToolRunLedgerPlugin on ADK's own replays: a resumable app killed at each point of a tool turn
+and resumed from another process runs the tool's side effect at most once (a real Runner, a
+real SQLite session database and ledger, the process killed for real)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.sessions import DatabaseSessionService
+from paths import CHILDREN
+
+from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.migrate import upgrade
+from adk_session_heal.plugins import ToolRunLedgerPlugin
+from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome, HealPolicy, ToolEffect
+
+sys.path.insert(0, str(CHILDREN))
+import replay_guard  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromlist=["x"]),
+                                            "ResumabilityConfig"),
+                                reason="this ADK has no resumable apps")
+
+
+async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
+                               policy: HealPolicy | None = None
+                               ) -> tuple[int, dict[str, Any]]:
+    """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
+    effects = tmp_path / "effects"
+    effects.touch()
+    service = DatabaseSessionService(url)
+    session = await service.create_session(app_name=replay_guard.APP, user_id=replay_guard.USER)
+    await upgrade(url)
+    child = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(CHILDREN / "replay_guard.py"), url, session.id],
+        env={**os.environ, "REPLAY_CRASH": point, "REPLAY_EFFECTS": str(effects)},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert child.returncode == 17, child.stderr[-2000:]
+    await asyncio.sleep(replay_guard.LEASE_SECONDS + 0.5)  # the dead process's lease runs out
+    os.environ["REPLAY_EFFECTS"] = str(effects)
+    ledger = SqlToolRunLedger.from_url(url)
+    plugins: list[Any] = ([ToolRunLedgerPlugin(ledger, lease_seconds=replay_guard.LEASE_SECONDS,
+                                               policy=policy)] if guarded else [])
+    stored = await service.get_session(app_name=replay_guard.APP, user_id=replay_guard.USER,
+                                       session_id=session.id)
+    assert stored is not None
+    try:
+        async for _ in replay_guard.runner(service, plugins, first_turn=False).run_async(
+                user_id=replay_guard.USER, session_id=session.id,
+                invocation_id=stored.events[-1].invocation_id):
+            pass
+        stored = await service.get_session(app_name=replay_guard.APP,
+                                           user_id=replay_guard.USER, session_id=session.id)
+    finally:
+        await ledger.close()
+        await service.close()
+    assert stored is not None
+    (answer,) = [dict(r.response or {}) for e in stored.events
+                 for r in e.get_function_responses()]
+    return len(effects.read_text().splitlines()), answer
+
+
+async def test_a_call_killed_before_its_start_runs_on_resume(tmp_path: Path) -> None:
+    """Only announced (never started): the resume runs it, once."""
+    assert await _killed_then_resumed(tmp_path, "before_start") == (1, {"status": "sent"})
+
+
+async def test_a_call_killed_after_it_finished_is_answered_with_its_result(
+        tmp_path: Path) -> None:
+    """Finished before the crash: the resume answers with the recorded result, not a rerun."""
+    assert await _killed_then_resumed(tmp_path, "after_finish") == (1, {"status": "sent"})
+
+
+async def test_a_call_killed_after_its_side_effect_is_answered_may_have_run(
+        tmp_path: Path) -> None:
+    """Started, lease expired, undeclared tool: not run again; the model is told it may have."""
+    effects, answer = await _killed_then_resumed(tmp_path, "after_effect")
+    assert effects == 1
+    assert answer["outcome"] == CallOutcome.MAY_HAVE_RUN.value
+    assert answer["error"] == LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN]
+    assert answer["safe_to_retry"] is False
+
+
+async def test_an_idempotent_tool_killed_after_its_effect_runs_again(tmp_path: Path) -> None:
+    """Declared idempotent, a second run is harmless: the resume runs it again."""
+    policy = HealPolicy(tool_effects={"transfer": ToolEffect.IDEMPOTENT})
+    assert await _killed_then_resumed(tmp_path, "after_effect", policy=policy) == (
+        2, {"status": "sent"})
+
+
+@pytest.mark.parametrize("point", ["after_effect", "after_finish"])
+async def test_without_the_plugin_the_resume_runs_the_side_effect_again(
+        tmp_path: Path, point: str) -> None:
+    """The contrast: ADK's replay alone runs a transfer that had happened a second time."""
+    effects, _ = await _killed_then_resumed(tmp_path, point, guarded=False)
+    assert effects == 2

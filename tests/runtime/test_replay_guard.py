@@ -15,6 +15,7 @@ import pytest
 from google.adk.sessions import DatabaseSessionService
 from paths import CHILDREN
 
+from adk_session_heal import HealingSessionService
 from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.plugins import ToolRunLedgerPlugin
@@ -29,9 +30,12 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 
 
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
-                               policy: HealPolicy | None = None
+                               policy: HealPolicy | None = None, healing: bool = False
                                ) -> tuple[int, dict[str, Any]]:
-    """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer)."""
+    """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
+
+    ``healing``: the resume reads through ``HealingSessionService`` given the same ledger.
+    """
     url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
     effects.touch()
@@ -51,8 +55,12 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     stored = await service.get_session(app_name=replay_guard.APP, user_id=replay_guard.USER,
                                        session_id=session.id)
     assert stored is not None
+    # One host's clock: no skew, so the wrapper reads the dead lease as expired at once (with
+    # the default skew it would wait five more minutes, and the resume would run the call).
+    reader: Any = (HealingSessionService(service, HealPolicy(clock_skew=0), tool_runs=ledger)
+                   if healing else service)
     try:
-        async for _ in replay_guard.runner(service, plugins, first_turn=False).run_async(
+        async for _ in replay_guard.runner(reader, plugins, first_turn=False).run_async(
                 user_id=replay_guard.USER, session_id=session.id,
                 invocation_id=stored.events[-1].invocation_id):
             pass
@@ -101,3 +109,13 @@ async def test_without_the_plugin_the_resume_runs_the_side_effect_again(
     """The contrast: ADK's replay alone runs a transfer that had happened a second time."""
     effects, _ = await _killed_then_resumed(tmp_path, point, guarded=False)
     assert effects == 2
+
+
+async def test_a_wrapper_given_the_ledger_heals_a_never_started_call_before_the_resume(
+        tmp_path: Path) -> None:
+    """What is left to do: the wrapper, reading the session for the resume, heals a call whose
+    lease ran out (here one that never started), so ADK's resume finds it answered and the
+    transfer is never made (README: leave ``tool_runs`` off a resumable app's wrapper)."""
+    effects, answer = await _killed_then_resumed(tmp_path, "before_start", healing=True)
+    assert effects == 0
+    assert answer["outcome"] == CallOutcome.NOT_STARTED.value

@@ -36,7 +36,7 @@ from google.adk.sessions import DatabaseSessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 from servers import temporary_database  # noqa: E402
 

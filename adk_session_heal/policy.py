@@ -11,7 +11,7 @@ a retry is called safe only for tools declared ``read_only`` or
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_CLOCK_SKEW",
     "DEFAULT_OLDER_THAN",
     "DEFAULT_PAYLOAD",
+    "DEFAULT_RECONCILE_TIMEOUT",
     "HEAL_METADATA_KEY",
     "LEDGER_ERRORS",
     "NOT_STARTED_ERROR",
@@ -28,9 +29,14 @@ __all__ = [
     "UNSAFE_RETRY_ERROR",
     "CallOutcome",
     "DeadCall",
+    "DoubtfulCall",
     "HealPolicy",
     "Payload",
+    "ReconcileHook",
+    "Reconciliation",
+    "Settled",
     "ToolEffect",
+    "settled",
     "effect_payload",
 ]
 
@@ -203,6 +209,75 @@ Payload = Mapping[str, Any] | Callable[[DeadCall], Mapping[str, Any]]
 """A fixed response dict, or a function giving the response for each dead call."""
 
 
+class Settled(str, enum.Enum):
+    """What a reconcile hook learnt from the real system about a call that may have run."""
+
+    FINISHED = "finished"
+    """It happened: the hook returns the call's real result."""
+    DID_NOT_HAPPEN = "did_not_happen"
+    """It did not happen: the call is answered as one that never started (safe to retry)."""
+    UNKNOWN = "unknown"
+    """The system cannot tell: the call stays ``may_have_run``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DoubtfulCall:
+    """A call that may have run (``may_have_run``), as a reconcile hook is asked about it.
+
+    Attributes:
+        app_name: The session's app.
+        user_id: The session's user.
+        session_id: The session.
+        call_id: The function-call id.
+        tool_name: The tool.
+        idempotency_key: The call's key (what ``idempotency_key(tool_context)``
+            gave the tool), to look the call up in the real system.
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """A reconcile hook's answer (see :func:`settled`).
+
+    Attributes:
+        settled: What happened.
+        result: With ``FINISHED``: the call's real result, answered as the tool's response.
+    """
+
+    settled: Settled
+    result: Mapping[str, Any] | None = None
+
+
+def settled(result: Mapping[str, Any] | None = None, *, happened: bool | None = True
+            ) -> Reconciliation:
+    """Builds a hook's answer: ``settled(receipt)``, ``settled(happened=False)`` or unknown.
+
+    Args:
+        result: The call's real result, when it happened.
+        happened: ``True`` (with ``result``), ``False`` (it did not happen), or
+            ``None`` (the system cannot tell).
+    """
+    if happened is None:
+        return Reconciliation(Settled.UNKNOWN)
+    if not happened:
+        return Reconciliation(Settled.DID_NOT_HAPPEN)
+    return Reconciliation(Settled.FINISHED, dict(result or {}))
+
+
+ReconcileHook = Callable[[DoubtfulCall], Awaitable[Reconciliation]]
+"""Asks the real system what became of a call that may have run (by its idempotency key)."""
+
+DEFAULT_RECONCILE_TIMEOUT = 5.0
+"""Seconds a reconcile hook may take before its call stays ``may_have_run``."""
+
+
 def _seconds(value: float | timedelta | None, name: str) -> float | None:
     if value is None:
         return None
@@ -266,6 +341,17 @@ class HealPolicy:
             that does not happen, the call is healed as usual when the message
             is stored. Off by default. ``side_effect`` and unknown tools are
             never re-run.
+        reconcile: For a call in doubt (``may_have_run``: it started and its
+            run ended without a result), a hook per tool name that asks the
+            real system what happened, by the call's idempotency key, and
+            returns :func:`settled` (its real result), ``settled(happened=False)``
+            or ``settled(happened=None)``. The wrapper asks before it heals, and
+            ``ToolRunLedgerPlugin`` before it answers a replayed call; a result
+            becomes the answer, "did not happen" answers ``not_started`` (or
+            lets a replay run), and a hook that raises, returns anything else
+            or outlasts ``reconcile_timeout`` leaves the call ``may_have_run``.
+        reconcile_timeout: Seconds each hook may take (default
+            :data:`DEFAULT_RECONCILE_TIMEOUT`).
     """
 
     stale_after: float | timedelta | None = None
@@ -277,6 +363,8 @@ class HealPolicy:
     clock_skew: float | timedelta = DEFAULT_CLOCK_SKEW
     tool_effects: Mapping[str, ToolEffect] = field(default_factory=dict)
     rerun_safe_calls: bool = False
+    reconcile: Mapping[str, ReconcileHook] = field(default_factory=dict)
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT
 
     def __post_init__(self) -> None:
         effects = {str(name): ToolEffect(effect) for name, effect in self.tool_effects.items()}
@@ -285,6 +373,9 @@ class HealPolicy:
         _seconds(self.clock_skew, "clock_skew")
         if self.quiet_after < 0:
             raise ValueError("quiet_after must not be negative")
+        if self.reconcile_timeout <= 0:
+            raise ValueError("reconcile_timeout must be positive")
+        object.__setattr__(self, "reconcile", {str(k): v for k, v in self.reconcile.items()})
 
     @property
     def stale_after_seconds(self) -> float | None:

@@ -14,6 +14,9 @@ none of them classifies or plans on its own. The steps, in order:
    (:func:`with_tool_runs`), one read of the
    caller's :class:`~adk_session_heal.core.tool_runs.ToolRunReader` for the
    session, and only when it has unanswered calls;
+   A call it shows may have run is then settled by the real system where
+   the policy has a reconcile hook for its tool (:mod:`~adk_session_heal.core.reconcile`),
+   through the caller's reconciler;
 4. **re-runs deferred**: on a read through the wrapper, with
    ``rerun_safe_calls``, the dead calls that may simply run again are left for
    the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`);
@@ -42,6 +45,7 @@ from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings, classi
 from .heal_record import HealTrigger
 from .healing import SessionHeals, plan_session
 from .late_results import LateResult, late_results
+from .reconcile import Reconciler, doubtful_calls, with_reconciliations
 from .rerunnable import deferring, rerunnable_calls
 from .session_key import SessionKey
 from .tool_runs import RunState, ToolRun, ToolRunReader, run_outcome
@@ -97,6 +101,7 @@ async def decide(
     tool_runs: ToolRunReader | None = None,
     plan: bool = True,
     run_id: str | None = None,
+    reconciler: Reconciler | None = None,
 ) -> SessionDecision:
     """Classifies one session and plans its heals (see the module docstring).
 
@@ -107,8 +112,11 @@ async def decide(
         now: The clock; also the heals' ``healed_at``.
         trigger: Which path decides (re-runs are deferred on ``GET_SESSION`` only).
         tool_runs: The session store's tool-run ledger (``None``: none).
+        reconciler: As for :func:`decide`.
         plan: Also plan the heals.
         run_id: The ``repair`` run planning (``None``: not a repair).
+        reconciler: Asks the policy's reconcile hooks about the calls that
+            may have run (``None``: nobody asks).
 
     Returns:
         The decision.
@@ -127,6 +135,8 @@ async def decide(
     if tool_runs is not None and (ids := findings.open_call_ids):
         findings = with_tool_runs(findings, await tool_runs.runs(view.key, ids), now=now,
                                   clock_skew=clock_skew)
+        if reconciler is not None and (doubtful := doubtful_calls(view.key, findings, policy)):
+            findings = with_reconciliations(findings, await reconciler.settle(doubtful))
     if trigger is HealTrigger.GET_SESSION and policy.rerun_safe_calls:
         findings = deferring(findings, rerunnable_calls(events, findings, policy, access=access))
     heals = None
@@ -162,6 +172,7 @@ async def decide_unless_clean(
     now: float,
     trigger: HealTrigger,
     tool_runs: ToolRunReader | None = None,
+    reconciler: Reconciler | None = None,
 ) -> CheckedDecision:
     """Checks whether one session is clean and, only when it is not, decides it.
 
@@ -192,7 +203,8 @@ async def decide_unless_clean(
         if clean is not None and (events is view.events
                                   or clean_prefix(view.events, view.access, clean) is not None):
             return CheckedDecision(clean, None)
-    decision = await decide(view, policy, now=now, trigger=trigger, tool_runs=tool_runs)
+    decision = await decide(view, policy, now=now, trigger=trigger, tool_runs=tool_runs,
+                            reconciler=reconciler)
     return CheckedDecision(clean, decision)
 
 

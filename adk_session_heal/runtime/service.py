@@ -83,6 +83,7 @@ from ..core.tool_runs import ToolRunReader
 from ..errors import HealWriteError
 from ..observe import report_heal, report_removal
 from ..policy import HealPolicy
+from .reconcile import HookReconciler
 
 if TYPE_CHECKING:
     from ..store import SessionStore
@@ -170,6 +171,7 @@ class HealingSessionService(BaseSessionService):
         self._on_heal = on_heal
         self._ledger = ledger
         self._tool_runs = tool_runs
+        self._reconciler = HookReconciler(self.policy) if self.policy.reconcile else None
         self._clock = clock
         self._locks: weakref.WeakValueDictionary[SessionKey, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -456,7 +458,8 @@ class HealingSessionService(BaseSessionService):
                            seen_events=len(session.events) if whole else None,
                            before=len(session.events))
         checked = await decide_unless_clean(view, self.policy, known=self._clean.get(view.key),
-                                            now=now, trigger=trigger, tool_runs=self._tool_runs)
+                                            now=now, trigger=trigger, tool_runs=self._tool_runs,
+                                            reconciler=self._reconciler)
         if checked.clean is not None:
             self._remember(view.key, checked.clean)
         decision = checked.decision
@@ -467,7 +470,7 @@ class HealingSessionService(BaseSessionService):
             view = replace(view, events=session.events, seen_events=len(session.events),
                            before=len(session.events))
             decision = await decide(view, self.policy, now=now, trigger=trigger,
-                                    tool_runs=self._tool_runs)
+                                    tool_runs=self._tool_runs, reconciler=self._reconciler)
         return decision.heals
 
     def _ledger_in_transaction(self, store: SessionStore) -> bool:

@@ -40,7 +40,9 @@ does not run; one that started and whose lease expired (or failed) is answered
 "may have run", as a heal would be, unless its tool is declared ``read_only``
 or ``idempotent`` (``policy``); one that was only announced runs; one whose
 lease is alive (another process runs it now) is waited for, up to
-``replay_wait`` seconds, then answered with the finished result or refused.
+``replay_wait`` seconds, then answered with the finished result or refused. Before a call is answered "may
+have run", the tool's reconcile hook (``policy.reconcile``) is asked, if it has
+one: a result it finds is the answer, and "did not happen" lets the call run.
 A call this process announced is a first run and costs no read.
 
 The heartbeat does not run on the runner's event loop, which a tool may block:
@@ -105,7 +107,9 @@ from ..core.tool_runs import (
     stored_result,
 )
 from ..errors import HealError
-from ..policy import DeadCall, HealPolicy
+from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy, Settled
+from .idempotency import idempotency_key
+from .reconcile import HookReconciler
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -437,8 +441,8 @@ class ToolRunLedgerPlugin(BasePlugin):
             self._announced.popitem(last=False)
         return None
 
-    async def _earlier_run(self, tool: BaseTool, key: tuple[SessionKey, str]
-                           ) -> dict[str, Any] | None:
+    async def _earlier_run(self, tool: BaseTool, key: tuple[SessionKey, str],
+                           tool_context: ToolContext) -> dict[str, Any] | None:
         """Reads the record of a call that may have run before; ``None``: run the tool.
 
         Else the answer the model gets instead of a run (see the module docstring).
@@ -458,6 +462,17 @@ class ToolRunLedgerPlugin(BasePlugin):
             action, outcome = replay_action(run, effect, now, skew)
             if action is ReplayAction.RUN:
                 return None
+            if action is ReplayAction.ANSWER and outcome is CallOutcome.MAY_HAVE_RUN and (
+                    tool.name in self.policy.reconcile):
+                answer = (await HookReconciler(self.policy).settle([DoubtfulCall(
+                    session.app_name, session.user_id, session.session_id, call_id, tool.name,
+                    idempotency_key(tool_context))]))[call_id]
+                if answer.settled is Settled.DID_NOT_HAPPEN:
+                    return None
+                if answer.settled is Settled.FINISHED:
+                    logger.warning("adk_session_heal: tool %s#%s ran before (settled by its "
+                                   "reconcile hook); not run again", tool.name, call_id)
+                    return dict(answer.result or {})
             if action is ReplayAction.ANSWER:
                 assert run is not None and outcome is not None
                 logger.warning("adk_session_heal: tool %s#%s ran before (%s); not run again",
@@ -481,7 +496,7 @@ class ToolRunLedgerPlugin(BasePlugin):
         announced_here = key in self._announced
         self._announced.pop(key, None)
         if not announced_here:  # a run of a call that may have run before (a replay)
-            answer = await self._earlier_run(tool, key)
+            answer = await self._earlier_run(tool, key, tool_context)
             if answer is not None:
                 return answer
         session, call_id = key

@@ -1,8 +1,8 @@
 """A resumable ADK app (2.x) with ToolRunLedgerPlugin, killed at one point of a tool turn.
 
 ``replay_guard.py URL SESSION_ID POINT`` runs one turn whose ``transfer`` tool
-appends a line to ``$REPLAY_EFFECTS`` (its side effect) and kills the process
-with ``os._exit(17)`` at POINT:
+appends a line to ``$REPLAY_EFFECTS`` (its side effect, with the call's
+idempotency key) and kills the process with ``os._exit(17)`` at POINT:
 
 * ``before_start``: in a plugin's before-tool callback, before the ledger's
   start record (the call is only announced);
@@ -31,7 +31,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from adk_session_heal.ledger import SqlToolRunLedger
-from adk_session_heal.plugins import ToolRunLedgerPlugin
+from adk_session_heal.plugins import ToolRunLedgerPlugin, idempotency_key
 from adk_session_heal.testing import ScriptedModel
 
 APP, USER = "bank", "customer"
@@ -43,10 +43,10 @@ def _dies_at(point: str) -> None:
         os._exit(17)
 
 
-async def transfer(amount: int) -> dict[str, str]:
-    """Transfers money (a side effect: each run appends a line)."""
+async def transfer(amount: int, tool_context: ToolContext) -> dict[str, str]:
+    """Transfers money (a side effect: each run appends a line with the call's key)."""
     with Path(os.environ["REPLAY_EFFECTS"]).open("a") as effects:
-        effects.write(f"transfer {amount}\n")
+        effects.write(f"transfer {amount} {idempotency_key(tool_context)}\n")
     _dies_at("after_effect")
     return {"status": "sent"}
 

@@ -19,7 +19,15 @@ from adk_session_heal import HealingSessionService
 from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.plugins import ToolRunLedgerPlugin
-from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome, HealPolicy, ToolEffect
+from adk_session_heal.policy import (
+    LEDGER_ERRORS,
+    CallOutcome,
+    DoubtfulCall,
+    HealPolicy,
+    Reconciliation,
+    ToolEffect,
+    settled,
+)
 
 sys.path.insert(0, str(CHILDREN))
 import replay_guard  # noqa: E402
@@ -30,11 +38,12 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 
 
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
-                               policy: HealPolicy | None = None, healing: bool = False
-                               ) -> tuple[int, dict[str, Any]]:
+                               policy: HealPolicy | None = None, healing: bool = False,
+                               undone: bool = False) -> tuple[int, dict[str, Any]]:
     """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
 
     ``healing``: the resume reads through ``HealingSessionService`` given the same ledger.
+    ``undone``: the real system rolled the killed run's effect back before the resume.
     """
     url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
@@ -48,6 +57,8 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
         capture_output=True, text=True, timeout=120, check=False)
     assert child.returncode == 17, child.stderr[-2000:]
     await asyncio.sleep(replay_guard.LEASE_SECONDS + 0.5)  # the dead process's lease runs out
+    if undone:
+        effects.write_text("")
     os.environ["REPLAY_EFFECTS"] = str(effects)
     ledger = SqlToolRunLedger.from_url(url)
     plugins: list[Any] = ([ToolRunLedgerPlugin(ledger, lease_seconds=replay_guard.LEASE_SECONDS,
@@ -119,3 +130,26 @@ async def test_a_wrapper_given_the_ledger_heals_a_never_started_call_before_the_
     effects, answer = await _killed_then_resumed(tmp_path, "before_start", healing=True)
     assert effects == 0
     assert answer["outcome"] == CallOutcome.NOT_STARTED.value
+
+
+def _transfers_checked(effects: Path) -> HealPolicy:
+    """A policy whose reconcile hook looks the transfer up in the effects file by its key."""
+    async def transfer_made(call: DoubtfulCall) -> Reconciliation:
+        made = call.idempotency_key in effects.read_text()
+        return settled({"status": "sent", "checked": True}) if made else settled(happened=False)
+
+    return HealPolicy(reconcile={"transfer": transfer_made})
+
+
+async def test_a_call_in_doubt_is_answered_by_its_reconcile_hook(tmp_path: Path) -> None:
+    """Killed after its side effect: the hook finds the transfer by key; its result answers."""
+    effects, answer = await _killed_then_resumed(
+        tmp_path, "after_effect", policy=_transfers_checked(tmp_path / "effects"))
+    assert (effects, answer) == (1, {"status": "sent", "checked": True})
+
+
+async def test_a_call_its_hook_says_did_not_happen_runs_again(tmp_path: Path) -> None:
+    """The real system undid the killed run's transfer: the hook says so; the resume runs it."""
+    effects, answer = await _killed_then_resumed(
+        tmp_path, "after_effect", policy=_transfers_checked(tmp_path / "effects"), undone=True)
+    assert (effects, answer) == (1, {"status": "sent"})

@@ -1,0 +1,67 @@
+"""Tests for core/reconcile.py: which calls in doubt are asked about, what answers change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from adk_session_heal.core.findings import CallFinding, CallStatus, SessionFindings
+from adk_session_heal.core.idempotency import idempotency_key
+from adk_session_heal.core.reconcile import doubtful_calls, with_reconciliations
+from adk_session_heal.core.session_key import SessionKey
+from adk_session_heal.policy import (
+    CallOutcome,
+    DoubtfulCall,
+    HealPolicy,
+    Reconciliation,
+    Settled,
+    settled,
+)
+
+KEY = SessionKey("shop", "customer", "s-1")
+
+
+async def _hook(call: DoubtfulCall) -> Reconciliation:
+    return settled(happened=None)
+
+
+def _call(call_id: str, name: str = "charge_card", *, status: CallStatus = CallStatus.SUPERSEDED,
+          outcome: CallOutcome = CallOutcome.MAY_HAVE_RUN) -> CallFinding:
+    return CallFinding(event_index=1, event_id="e-1", invocation_id="inv-1", call_id=call_id,
+                       name=name, timestamp=1.0, status=status, outcome=outcome)
+
+
+def test_only_dead_calls_that_may_have_run_and_have_a_hook_are_asked_about() -> None:
+    """Healable, may have run, a hook for its tool: asked, with the call's idempotency key."""
+    findings = SessionFindings([
+        _call("asked"),
+        _call("no-hook", name="send_email"),
+        _call("finished", outcome=CallOutcome.FINISHED_RESULT_LOST),
+        _call("running", status=CallStatus.IN_FLIGHT),
+        _call("pending", status=CallStatus.PENDING),
+    ])
+    (call,) = doubtful_calls(KEY, findings, HealPolicy(reconcile={"charge_card": _hook}))
+    assert call == DoubtfulCall("shop", "customer", "s-1", "asked", "charge_card",
+                                idempotency_key(KEY, "inv-1", "asked"))
+
+
+def test_answers_become_outcomes_and_unknown_changes_nothing() -> None:
+    """Finished: its real result is recovered; did not happen: not started; unknown: kept."""
+    findings = SessionFindings([_call("paid"), _call("never"), _call("unsure")])
+    settled_findings = with_reconciliations(findings, {
+        "paid": settled({"receipt": "r-1"}),
+        "never": settled(happened=False),
+        "unsure": Reconciliation(Settled.UNKNOWN),
+    })
+    paid, never, unsure = settled_findings.calls
+    assert (paid.outcome, paid.recovered) == (CallOutcome.FINISHED_RESULT_LOST, {"receipt": "r-1"})
+    assert never.outcome is CallOutcome.NOT_STARTED and never.recovered is None
+    assert unsure == findings.calls[2]
+    assert with_reconciliations(findings, {"unsure": settled(happened=None)}) is findings
+
+
+def test_an_answer_for_a_call_no_longer_in_doubt_is_ignored() -> None:
+    """A call the ledger shows finished keeps its recorded result whatever a hook says."""
+    done = replace(_call("done"), outcome=CallOutcome.FINISHED_RESULT_LOST,
+                   recovered={"receipt": "ledger"})
+    findings = SessionFindings([done])
+    assert with_reconciliations(findings, {"done": settled(happened=False)}) is findings

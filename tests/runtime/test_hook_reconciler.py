@@ -1,0 +1,132 @@
+"""Tests for runtime/reconcile.py: reconcile hooks asked about calls in doubt, and the wrapper's
+heal of such a call settled by the real system (a real SQLite session store and ledger)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+from stores import APP, USER, Store, adk_store_fixture, close, tool_run_ledger_fixture  # noqa: F401
+
+from adk_session_heal import HealingSessionService
+from adk_session_heal.core.event_access import HEAL_METADATA_KEY
+from adk_session_heal.core.idempotency import idempotency_key
+from adk_session_heal.core.session_key import SessionKey
+from adk_session_heal.core.tool_runs import RunState, ToolRun
+from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.policy import (
+    LEDGER_ERRORS,
+    NOT_STARTED_ERROR,
+    CallOutcome,
+    DoubtfulCall,
+    HealPolicy,
+    Reconciliation,
+    Settled,
+    settled,
+)
+from adk_session_heal.runtime.reconcile import HookReconciler
+from adk_session_heal.testing import History
+
+CALL = DoubtfulCall(APP, USER, "s-1", "c-1", "charge_card", "k" * 40)
+
+
+async def _answer(hook: Any, timeout: float = 5.0) -> Reconciliation:
+    policy = HealPolicy(reconcile={"charge_card": hook}, reconcile_timeout=timeout)
+    return (await HookReconciler(policy).settle([CALL]))["c-1"]
+
+
+async def test_a_hook_s_answer_is_returned_by_call_id() -> None:
+    """What the hook settles is what the reconciler returns, for that call."""
+    async def found(call: DoubtfulCall) -> Reconciliation:
+        return settled({"receipt": call.idempotency_key[:4]})
+
+    async def gone(call: DoubtfulCall) -> Reconciliation:
+        return settled(happened=False)
+
+    assert await _answer(found) == Reconciliation(Settled.FINISHED, {"receipt": "kkkk"})
+    assert await _answer(gone) == Reconciliation(Settled.DID_NOT_HAPPEN)
+
+
+@pytest.mark.parametrize("failure", ["raises", "too_slow", "wrong_type"])
+async def test_a_hook_that_fails_leaves_the_call_in_doubt(
+        failure: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A hook that raises, outlasts its timeout or returns something else: unknown, logged."""
+    async def hook(call: DoubtfulCall) -> Any:
+        if failure == "raises":
+            raise ConnectionError("payments API down")
+        if failure == "too_slow":
+            await asyncio.sleep(10)
+        return {"receipt": "r-1"}
+
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
+        answer = await _answer(hook, timeout=0.2)
+    assert answer == Reconciliation(Settled.UNKNOWN)
+    assert time.monotonic() - started < 5
+    assert "charge_card#c-1" in caplog.text and "may have run" in caplog.text
+
+
+def test_the_policy_refuses_a_timeout_that_is_not_positive() -> None:
+    """reconcile_timeout=0 would settle nothing: refused when the policy is made."""
+    with pytest.raises(ValueError, match="reconcile_timeout"):
+        HealPolicy(reconcile_timeout=0)
+
+
+SQLITE = pytest.mark.parametrize("adk_store", ["db_sqlite"], indirect=True)
+
+
+@SQLITE
+@pytest.mark.parametrize(("found", "expected"), [
+    ("charged", {"receipt": "r-42"}),
+    ("not_charged", {"error": NOT_STARTED_ERROR, "outcome": "not_started",
+                     "safe_to_retry": True}),
+    ("api_down", {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN], "outcome": "may_have_run",
+                  "safe_to_retry": False}),
+])
+async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger, found: str,
+        expected: dict[str, Any]) -> None:
+    """A charge whose run started and died: the hook looks it up by the call's key; the heal
+    answers with the real receipt, as never started, or (the API down) as may have run."""
+    history = History(start=time.time() - 3600)
+    history.user("charge me")
+    history.calls(("charge_card", {"amount": 5}), ids=["c-9"])
+    history.user("well?")  # the next turn: the call is superseded
+    service = adk_store.service()
+    session = await service.create_session(app_name=APP, user_id=USER)
+    for event in history.events:
+        await service.append_event(session, event)
+    await close(service)
+    (call_event,) = [e for e in history.events if e.get_function_calls()]
+    key = SessionKey(APP, USER, session.id)
+    dead_at = time.time() - 3000
+    run = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="c-9",
+                  tool_name="charge_card", invocation_id=call_event.invocation_id,
+                  state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
+                  started_at=dead_at, lease_until=dead_at + 30)
+    await tool_run_ledger.start(run)
+    charged = {idempotency_key(key, call_event.invocation_id, "c-9"): "r-42"}
+    asked: list[DoubtfulCall] = []
+
+    async def charge_made(call: DoubtfulCall) -> Reconciliation:
+        asked.append(call)
+        if found == "api_down":
+            raise ConnectionError("payments API down")
+        receipt = charged.get(call.idempotency_key) if found == "charged" else None
+        return settled({"receipt": receipt}) if receipt else settled(happened=False)
+
+    policy = HealPolicy(clock_skew=0, reconcile={"charge_card": charge_made})
+    healing = HealingSessionService(adk_store.service(), policy, tool_runs=tool_run_ledger)
+    try:
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    finally:
+        await healing.close()
+    assert stored is not None
+    (heal,) = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
+    (response,) = heal.get_function_responses()
+    assert response.response == expected
+    (call,) = asked
+    assert (call.call_id, call.tool_name, call.session_id) == ("c-9", "charge_card", session.id)

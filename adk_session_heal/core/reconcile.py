@@ -1,10 +1,12 @@
 """Calls in doubt settled by the real system: which to ask about, and what an answer changes.
 
-A call whose run started and ended without a result (``may_have_run``, from the
-tool-run ledger) may have done its work. ``HealPolicy.reconcile`` holds, per
-tool, a hook that asks the real system what happened, by the call's
-idempotency key (:mod:`~adk_session_heal.core.idempotency`). This module picks
-the calls to ask about (:func:`doubtful_calls`) and applies the answers
+A dead call whose run started and ended without a result (``may_have_run``,
+from the tool-run ledger) may have done its work, and so may any dead call
+the ledger knows nothing of (``unknown``: no ledger, or no record).
+``HealPolicy.reconcile`` holds, per tool, a hook that asks the real system
+what happened, by the call's idempotency key
+(:mod:`~adk_session_heal.core.idempotency`). This module picks the calls to ask
+about (:func:`doubtful_calls`) and applies the answers
 (:func:`with_reconciliations`): a call that happened is answered with its real
 result, as a finished run's lost result is; one that did not happen is answered
 as one that never started. Asking, with its timeout, is the caller's
@@ -22,6 +24,9 @@ from .findings import HEALABLE, SessionFindings
 from .idempotency import idempotency_key
 from .session_key import SessionKey
 
+_IN_DOUBT = frozenset({CallOutcome.UNKNOWN, CallOutcome.MAY_HAVE_RUN})
+"""The outcomes a hook is asked about: nothing known, or it may have run."""
+
 
 class Reconciler(Protocol):
     """Asks the policy's hooks about calls in doubt (``runtime/reconcile.py``)."""
@@ -33,12 +38,12 @@ class Reconciler(Protocol):
 
 def doubtful_calls(key: SessionKey, findings: SessionFindings,
                    policy: HealPolicy) -> list[DoubtfulCall]:
-    """The dead calls that may have run and whose tool has a reconcile hook."""
+    """The dead calls in doubt (``unknown``, ``may_have_run``) whose tool has a reconcile hook."""
     return [
         DoubtfulCall(key.app_name, key.user_id, key.session_id, call.call_id, call.name,
                      idempotency_key(key, call.invocation_id, call.call_id))
         for call in findings.calls
-        if call.call_id and call.status in HEALABLE and call.outcome is CallOutcome.MAY_HAVE_RUN
+        if call.call_id and call.status in HEALABLE and call.outcome in _IN_DOUBT
         and call.name in policy.reconcile
     ]
 
@@ -55,7 +60,7 @@ def with_reconciliations(findings: SessionFindings,
     for call in findings.calls:
         answer = answers.get(call.call_id or "")
         if (answer is None or answer.settled is Settled.UNKNOWN
-                or call.outcome is not CallOutcome.MAY_HAVE_RUN):
+                or call.outcome not in _IN_DOUBT):
             calls.append(call)
             continue
         changed = True

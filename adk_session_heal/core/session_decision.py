@@ -14,9 +14,10 @@ none of them classifies or plans on its own. The steps, in order:
    (:func:`with_tool_runs`), one read of the
    caller's :class:`~adk_session_heal.core.tool_runs.ToolRunReader` for the
    session, and only when it has unanswered calls;
-   A call it shows may have run is then settled by the real system where
-   the policy has a reconcile hook for its tool (:mod:`~adk_session_heal.core.reconcile`),
-   through the caller's reconciler;
+   A dead call in doubt (it may have run, or nothing is known of its run)
+   is then settled by the real system where the policy has a reconcile hook
+   for its tool (:mod:`~adk_session_heal.core.reconcile`), through the
+   caller's reconciler;
 4. **re-runs deferred**: on a read through the wrapper, with
    ``rerun_safe_calls``, the dead calls that may simply run again are left for
    the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`);
@@ -135,8 +136,9 @@ async def decide(
     if tool_runs is not None and (ids := findings.open_call_ids):
         findings = with_tool_runs(findings, await tool_runs.runs(view.key, ids), now=now,
                                   clock_skew=clock_skew)
-        if reconciler is not None and (doubtful := doubtful_calls(view.key, findings, policy)):
-            findings = with_reconciliations(findings, await reconciler.settle(doubtful))
+    if reconciler is not None and findings.needs_healing and (
+            doubtful := doubtful_calls(view.key, findings, policy)):
+        findings = with_reconciliations(findings, await reconciler.settle(doubtful))
     if trigger is HealTrigger.GET_SESSION and policy.rerun_safe_calls:
         findings = deferring(findings, rerunnable_calls(events, findings, policy, access=access))
     heals = None

@@ -40,9 +40,10 @@ does not run; one that started and whose lease expired (or failed) is answered
 "may have run", as a heal would be, unless its tool is declared ``read_only``
 or ``idempotent`` (``policy``); one that was only announced runs; one whose
 lease is alive (another process runs it now) is waited for, up to
-``replay_wait`` seconds, then answered with the finished result or refused. Before a call is answered "may
-have run", the tool's reconcile hook (``policy.reconcile``) is asked, if it has
-one: a result it finds is the answer, and "did not happen" lets the call run.
+``replay_wait`` seconds, then answered with the finished result or refused.
+Before a call is answered "may have run", the tool's reconcile hook
+(``policy.reconcile``) is asked, if it has one: a result it finds is the
+answer, and "did not happen" lets the call run.
 A call this process announced is a first run and costs no read.
 
 The heartbeat does not run on the runner's event loop, which a tool may block:

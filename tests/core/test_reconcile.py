@@ -30,18 +30,21 @@ def _call(call_id: str, name: str = "charge_card", *, status: CallStatus = CallS
                        name=name, timestamp=1.0, status=status, outcome=outcome)
 
 
-def test_only_dead_calls_that_may_have_run_and_have_a_hook_are_asked_about() -> None:
-    """Healable, may have run, a hook for its tool: asked, with the call's idempotency key."""
+def test_only_dead_calls_in_doubt_with_a_hook_are_asked_about() -> None:
+    """Healable, in doubt (may have run, or nothing known), a hook for its tool: asked, with
+    the call's idempotency key."""
     findings = SessionFindings([
         _call("asked"),
+        _call("no-record", outcome=CallOutcome.UNKNOWN),
         _call("no-hook", name="send_email"),
         _call("finished", outcome=CallOutcome.FINISHED_RESULT_LOST),
         _call("running", status=CallStatus.IN_FLIGHT),
         _call("pending", status=CallStatus.PENDING),
     ])
-    (call,) = doubtful_calls(KEY, findings, HealPolicy(reconcile={"charge_card": _hook}))
-    assert call == DoubtfulCall("shop", "customer", "s-1", "asked", "charge_card",
-                                idempotency_key(KEY, "inv-1", "asked"))
+    asked = doubtful_calls(KEY, findings, HealPolicy(reconcile={"charge_card": _hook}))
+    assert asked == [DoubtfulCall("shop", "customer", "s-1", call_id, "charge_card",
+                                  idempotency_key(KEY, "inv-1", call_id))
+                     for call_id in ("asked", "no-record")]
 
 
 def test_answers_become_outcomes_and_unknown_changes_nothing() -> None:

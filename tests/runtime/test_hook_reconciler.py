@@ -130,3 +130,32 @@ async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
     assert response.response == expected
     (call,) = asked
     assert (call.call_id, call.tool_name, call.session_id) == ("c-9", "charge_card", session.id)
+
+
+@SQLITE
+async def test_without_a_ledger_a_dead_call_is_still_settled_by_its_hook(
+        adk_store: Store) -> None:
+    """No tool-run ledger: nothing is known of the run, so the hook is asked; its receipt is
+    the heal's answer."""
+    history = History(start=time.time() - 3600)
+    history.user("charge me")
+    history.calls(("charge_card", {"amount": 5}), ids=["c-7"])
+    history.user("well?")
+    service = adk_store.service()
+    session = await service.create_session(app_name=APP, user_id=USER)
+    for event in history.events:
+        await service.append_event(session, event)
+    await close(service)
+
+    async def charge_made(call: DoubtfulCall) -> Reconciliation:
+        return settled({"receipt": f"r-{call.call_id}"})
+
+    policy = HealPolicy(reconcile={"charge_card": charge_made})
+    healing = HealingSessionService(adk_store.service(), policy)
+    try:
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    finally:
+        await healing.close()
+    assert stored is not None
+    (heal,) = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
+    assert heal.get_function_responses()[0].response == {"receipt": "r-c-7"}

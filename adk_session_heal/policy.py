@@ -352,6 +352,14 @@ class HealPolicy:
             or outlasts ``reconcile_timeout`` leaves the call ``may_have_run``.
         reconcile_timeout: Seconds each hook may take (default
             :data:`DEFAULT_RECONCILE_TIMEOUT`).
+        resumable_app: The app is resumable
+            (``ResumabilityConfig(is_resumable=True)``): ADK's resume of an
+            interrupted invocation replays its unanswered calls, so the
+            wrapper leaves a dead call that no later invocation superseded
+            (``stale``, or ``abandoned`` by the tool-run ledger) to that
+            replay, where ``ToolRunLedgerPlugin`` decides whether it runs. It
+            is healed once a later invocation supersedes it. ``scan`` and
+            ``repair`` are not affected. Off by default.
     """
 
     stale_after: float | timedelta | None = None
@@ -365,6 +373,7 @@ class HealPolicy:
     rerun_safe_calls: bool = False
     reconcile: Mapping[str, ReconcileHook] = field(default_factory=dict)
     reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT
+    resumable_app: bool = False
 
     def __post_init__(self) -> None:
         effects = {str(name): ToolEffect(effect) for name, effect in self.tool_effects.items()}

@@ -20,7 +20,9 @@ none of them classifies or plans on its own. The steps, in order:
    caller's reconciler;
 4. **re-runs deferred**: on a read through the wrapper, with
    ``rerun_safe_calls``, the dead calls that may simply run again are left for
-   the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`);
+   the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`); with
+   ``resumable_app``, the wrapper leaves the dead calls no later invocation
+   superseded (``stale``, ``abandoned``) to ADK's resume, which replays them;
 5. **plan** the heals (:func:`~adk_session_heal.core.healing.plan_session`),
    when asked to.
 
@@ -55,6 +57,13 @@ E = TypeVar("E")
 
 _OPEN = frozenset({*HEALABLE, CallStatus.IN_FLIGHT})
 """The unanswered statuses the tool-run ledger corrects."""
+
+_RESUMED = frozenset({CallStatus.STALE, CallStatus.ABANDONED})
+"""The dead calls of an invocation no later one superseded: a resumable app's resume replays
+them, so the wrapper of such an app leaves them (``HealPolicy.resumable_app``)."""
+
+_WRAPPER = frozenset({HealTrigger.GET_SESSION, HealTrigger.APPEND})
+"""The wrapper's triggers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +150,8 @@ async def decide(
         findings = with_reconciliations(findings, await reconciler.settle(doubtful))
     if trigger is HealTrigger.GET_SESSION and policy.rerun_safe_calls:
         findings = deferring(findings, rerunnable_calls(events, findings, policy, access=access))
+    if policy.resumable_app and trigger in _WRAPPER and findings.needs_healing:
+        findings = deferring(findings, [c for c in findings.calls if c.status in _RESUMED])
     heals = None
     if plan and findings.needs_healing:
         heals = plan_session(events, findings, view.key, policy, trigger=trigger, healed_at=now,

@@ -326,3 +326,29 @@ def test_a_heal_answers_with_the_ledger_s_outcome_or_the_recovered_result() -> N
     marker = (event.custom_metadata or {})["adk_session_heal"]
     assert marker["outcomes"] == ["finished_result_lost", "may_have_run"]
     assert marker["recovered"] == [True, False] and marker["reason"] == "abandoned"
+
+
+async def test_a_resumable_app_s_wrapper_leaves_an_unsuperseded_dead_call_to_the_resume() -> None:
+    """resumable_app: on the wrapper's triggers a stale call is left in flight (ADK's resume
+    replays it); repair still heals it, and a call a later turn superseded is healed anyway."""
+    interrupted = History(start=NOW - 7200)
+    interrupted.user("send 5")
+    interrupted.calls(("transfer", {"amount": 5}), ids=["t-1"])
+    superseded = History(start=NOW - 7200)
+    superseded.user("send 5")
+    superseded.calls(("transfer", {"amount": 5}), ids=["t-1"])
+    superseded.user("well?")
+    policy = HealPolicy(stale_after=60, clock_skew=0, resumable_app=True)
+
+    async def status(history: History, trigger: HealTrigger) -> CallStatus:
+        view = SessionView(SessionKey("a", "u", "s"), history.events, ADK_EVENTS,
+                           seen_events=len(history.events))
+        decision = await decide(view, policy, now=NOW, trigger=trigger)
+        (call,) = decision.findings.calls
+        assert (decision.heals is None) == (call.status is CallStatus.IN_FLIGHT)
+        return call.status
+
+    assert await status(interrupted, HealTrigger.GET_SESSION) is CallStatus.IN_FLIGHT
+    assert await status(interrupted, HealTrigger.APPEND) is CallStatus.IN_FLIGHT
+    assert await status(interrupted, HealTrigger.REPAIR) is CallStatus.STALE
+    assert await status(superseded, HealTrigger.GET_SESSION) is CallStatus.SUPERSEDED

@@ -39,11 +39,13 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
                                policy: HealPolicy | None = None, healing: bool = False,
-                               undone: bool = False) -> tuple[int, dict[str, Any]]:
+                               undone: bool = False, resumable_app: bool = False
+                               ) -> tuple[int, dict[str, Any]]:
     """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
 
     ``healing``: the resume reads through ``HealingSessionService`` given the same ledger.
     ``undone``: the real system rolled the killed run's effect back before the resume.
+    ``resumable_app``: the wrapper's policy says the app is resumable.
     """
     url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
@@ -68,7 +70,8 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     assert stored is not None
     # One host's clock: no skew, so the wrapper reads the dead lease as expired at once (with
     # the default skew it would wait five more minutes, and the resume would run the call).
-    reader: Any = (HealingSessionService(service, HealPolicy(clock_skew=0), tool_runs=ledger)
+    wrapper_policy = HealPolicy(clock_skew=0, resumable_app=resumable_app)
+    reader: Any = (HealingSessionService(service, wrapper_policy, tool_runs=ledger)
                    if healing else service)
     try:
         async for _ in replay_guard.runner(reader, plugins, first_turn=False).run_async(
@@ -122,11 +125,11 @@ async def test_without_the_plugin_the_resume_runs_the_side_effect_again(
     assert effects == 2
 
 
-async def test_a_wrapper_given_the_ledger_heals_a_never_started_call_before_the_resume(
+async def test_a_wrapper_not_told_the_app_is_resumable_heals_the_call_before_the_resume(
         tmp_path: Path) -> None:
-    """What is left to do: the wrapper, reading the session for the resume, heals a call whose
-    lease ran out (here one that never started), so ADK's resume finds it answered and the
-    transfer is never made (README: leave ``tool_runs`` off a resumable app's wrapper)."""
+    """Without ``resumable_app``, the wrapper reading the session for the resume heals a call
+    whose lease ran out (here one that never started), so ADK's resume finds it answered and
+    the transfer is never made."""
     effects, answer = await _killed_then_resumed(tmp_path, "before_start", healing=True)
     assert effects == 0
     assert answer["outcome"] == CallOutcome.NOT_STARTED.value
@@ -153,3 +156,15 @@ async def test_a_call_its_hook_says_did_not_happen_runs_again(tmp_path: Path) ->
     effects, answer = await _killed_then_resumed(
         tmp_path, "after_effect", policy=_transfers_checked(tmp_path / "effects"), undone=True)
     assert (effects, answer) == (1, {"status": "sent"})
+
+
+@pytest.mark.parametrize(("point", "expected"), [
+    ("before_start", (1, {"status": "sent"})),
+    ("after_finish", (1, {"status": "sent"})),
+])
+async def test_a_resumable_app_s_wrapper_leaves_the_call_to_the_resume(
+        tmp_path: Path, point: str, expected: tuple[int, dict[str, Any]]) -> None:
+    """With ``resumable_app``, the wrapper leaves the interrupted call to ADK's resume: one that
+    never started runs, one that finished is answered with its result by the plugin."""
+    assert await _killed_then_resumed(tmp_path, point, healing=True,
+                                      resumable_app=True) == expected

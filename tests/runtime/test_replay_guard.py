@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from google.adk.sessions import DatabaseSessionService
 from paths import CHILDREN
+from servers import temporary_database
 
 from adk_session_heal import HealingSessionService
 from adk_session_heal.ledger import SqlToolRunLedger
@@ -39,15 +40,16 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
                                policy: HealPolicy | None = None, healing: bool = False,
-                               undone: bool = False, resumable_app: bool = False
-                               ) -> tuple[int, dict[str, Any]]:
+                               undone: bool = False, resumable_app: bool = False,
+                               url: str | None = None) -> tuple[int, dict[str, Any]]:
     """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
 
     ``healing``: the resume reads through ``HealingSessionService`` given the same ledger.
     ``undone``: the real system rolled the killed run's effect back before the resume.
     ``resumable_app``: the wrapper's policy says the app is resumable.
+    ``url``: the session database (default: a SQLite file in ``tmp_path``).
     """
-    url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
+    url = url or f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
     effects.touch()
     service = DatabaseSessionService(url)
@@ -168,3 +170,16 @@ async def test_a_resumable_app_s_wrapper_leaves_the_call_to_the_resume(
     never started runs, one that finished is answered with its result by the plugin."""
     assert await _killed_then_resumed(tmp_path, point, healing=True,
                                       resumable_app=True) == expected
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("point", "expected"), [
+    ("after_finish", (1, {"status": "sent"})),
+    ("after_effect", (1, {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN],
+                          "outcome": "may_have_run", "safe_to_retry": False})),
+])
+async def test_on_postgresql_a_replay_runs_the_side_effect_at_most_once(
+        tmp_path: Path, point: str, expected: tuple[int, dict[str, Any]]) -> None:
+    """The same kill and resume on PostgreSQL (sessions and ledger in one database)."""
+    async with temporary_database("postgres") as url:
+        assert await _killed_then_resumed(tmp_path, point, url=url) == expected

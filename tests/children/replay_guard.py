@@ -10,7 +10,10 @@ idempotency key) and kills the process with ``os._exit(17)`` at POINT:
 * ``after_finish``: after the ledger recorded the tool's finish, before ADK
   stored its response.
 
-``tests/runtime/test_replay_guard.py`` resumes the invocation from its own process.
+``$REPLAY_KIND`` picks the kind of tool: ``async`` (the default), ``def`` (a
+plain function, which ADK runs on its event loop) or ``def_pool`` (a plain
+function in ADK's tool thread pool, ADK 2.x). ``tests/runtime/test_replay_guard.py``
+resumes the invocation from its own process.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
@@ -43,12 +48,33 @@ def _dies_at(point: str) -> None:
         os._exit(17)
 
 
-async def transfer(amount: int, tool_context: ToolContext) -> dict[str, str]:
+def _transfer(amount: int, tool_context: ToolContext) -> dict[str, str]:
     """Transfers money (a side effect: each run appends a line with the call's key)."""
     with Path(os.environ["REPLAY_EFFECTS"]).open("a") as effects:
         effects.write(f"transfer {amount} {idempotency_key(tool_context)}\n")
     _dies_at("after_effect")
     return {"status": "sent"}
+
+
+async def transfer(amount: int, tool_context: ToolContext) -> dict[str, str]:
+    """Transfers money (a side effect: each run appends a line with the call's key)."""
+    return _transfer(amount, tool_context)
+
+
+def _tool() -> Callable[..., Any]:
+    """The transfer tool of the kind ``$REPLAY_KIND`` names."""
+    if os.environ.get("REPLAY_KIND", "async") == "async":
+        return transfer
+    _transfer.__name__ = "transfer"
+    return _transfer
+
+
+def run_config() -> RunConfig | None:
+    """ADK's tool thread pool for ``def_pool``; else ADK's defaults."""
+    if os.environ.get("REPLAY_KIND") != "def_pool":
+        return None
+    from google.adk.agents.run_config import ToolThreadPoolConfig
+    return RunConfig(tool_thread_pool_config=ToolThreadPoolConfig(max_workers=2))
 
 
 class _Before(BasePlugin):
@@ -70,7 +96,7 @@ def runner(service: DatabaseSessionService, plugins: list[BasePlugin], *,
            first_turn: bool) -> Runner:
     """The app: the first turn calls transfer(5); a resumed one only answers."""
     script = [ScriptedModel.call("transfer", {"amount": 5})] if first_turn else []
-    agent = LlmAgent(name="teller", tools=[transfer],
+    agent = LlmAgent(name="teller", tools=[_tool()],
                      model=ScriptedModel(script=[*script, ScriptedModel.say("Sent.")]))
     app = App(name=APP, root_agent=agent, plugins=plugins,
               resumability_config=ResumabilityConfig(is_resumable=True))
@@ -85,7 +111,7 @@ async def first_turn(url: str, session_id: str) -> None:
                                  _After("after")]
     message = types.Content(role="user", parts=[types.Part(text="send 5")])
     async for _ in runner(service, plugins, first_turn=True).run_async(
-            user_id=USER, session_id=session_id, new_message=message):
+            user_id=USER, session_id=session_id, new_message=message, run_config=run_config()):
         pass
 
 

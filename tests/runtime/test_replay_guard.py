@@ -41,13 +41,15 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
                                policy: HealPolicy | None = None, healing: bool = False,
                                undone: bool = False, resumable_app: bool = False,
-                               url: str | None = None) -> tuple[int, dict[str, Any]]:
+                               url: str | None = None, kind: str = "async"
+                               ) -> tuple[int, dict[str, Any]]:
     """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
 
     ``healing``: the resume reads through ``HealingSessionService`` given the same ledger.
     ``undone``: the real system rolled the killed run's effect back before the resume.
     ``resumable_app``: the wrapper's policy says the app is resumable.
     ``url``: the session database (default: a SQLite file in ``tmp_path``).
+    ``kind``: the kind of tool (``async``, ``def``, ``def_pool``: the child's docstring).
     """
     url = url or f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
@@ -57,13 +59,14 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     await upgrade(url)
     child = await asyncio.to_thread(
         subprocess.run, [sys.executable, str(CHILDREN / "replay_guard.py"), url, session.id],
-        env={**os.environ, "REPLAY_CRASH": point, "REPLAY_EFFECTS": str(effects)},
+        env={**os.environ, "REPLAY_CRASH": point, "REPLAY_EFFECTS": str(effects),
+             "REPLAY_KIND": kind},
         capture_output=True, text=True, timeout=120, check=False)
     assert child.returncode == 17, child.stderr[-2000:]
     await asyncio.sleep(replay_guard.LEASE_SECONDS + 0.5)  # the dead process's lease runs out
     if undone:
         effects.write_text("")
-    os.environ["REPLAY_EFFECTS"] = str(effects)
+    os.environ.update(REPLAY_EFFECTS=str(effects), REPLAY_KIND=kind)
     ledger = SqlToolRunLedger.from_url(url)
     plugins: list[Any] = ([ToolRunLedgerPlugin(ledger, lease_seconds=replay_guard.LEASE_SECONDS,
                                                policy=policy)] if guarded else [])
@@ -78,7 +81,8 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     try:
         async for _ in replay_guard.runner(reader, plugins, first_turn=False).run_async(
                 user_id=replay_guard.USER, session_id=session.id,
-                invocation_id=stored.events[-1].invocation_id):
+                invocation_id=stored.events[-1].invocation_id,
+                run_config=replay_guard.run_config()):
             pass
         stored = await service.get_session(app_name=replay_guard.APP,
                                            user_id=replay_guard.USER, session_id=session.id)
@@ -183,3 +187,20 @@ async def test_on_postgresql_a_replay_runs_the_side_effect_at_most_once(
     """The same kill and resume on PostgreSQL (sessions and ledger in one database)."""
     async with temporary_database("postgres") as url:
         assert await _killed_then_resumed(tmp_path, point, url=url) == expected
+
+
+@pytest.mark.parametrize("kind", ["def", "def_pool"])
+@pytest.mark.parametrize(("point", "expected"), [
+    ("after_finish", (1, {"status": "sent"})),
+    ("after_effect", (1, {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN],
+                          "outcome": "may_have_run", "safe_to_retry": False})),
+])
+async def test_a_plain_def_tool_is_guarded_the_same_way(
+        tmp_path: Path, kind: str, point: str, expected: tuple[int, dict[str, Any]]) -> None:
+    """A plain def tool, on ADK's loop or in its thread pool: killed and resumed, one transfer."""
+    if kind == "def_pool":
+        pytest.importorskip("google.adk.agents.run_config", reason="ADK 2.x's tool thread pool")
+        from google.adk.agents import run_config
+        if not hasattr(run_config, "ToolThreadPoolConfig"):
+            pytest.skip("this ADK has no tool thread pool")
+    assert await _killed_then_resumed(tmp_path, point, kind=kind) == expected

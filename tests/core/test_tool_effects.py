@@ -142,7 +142,8 @@ def test_the_readme_s_side_effects_blocks_run(index: int, monkeypatch: pytest.Mo
 def test_the_readme_s_payment_example_prints_what_it_shows() -> None:
     """The tool-run ledger's payment example prints exactly the lines the README shows."""
     section = README.read_text().split("\n### Recording tool runs", 1)[1].split("\n## ")[0]
-    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    (code,) = [block for block in re.findall(r"```python\n(.*?)```", section, re.S)
+               if "crash_then_heal" in block]
     (shown,) = re.findall(r"```text\n(.*?)```", section, re.S)
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False, cwd=README.parent,

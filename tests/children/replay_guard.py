@@ -10,6 +10,8 @@ idempotency key) and kills the process with ``os._exit(17)`` at POINT:
 * ``after_finish``: after the ledger recorded the tool's finish, before ADK
   stored its response.
 
+``batch`` kills a parallel batch of two transfers (5 and 7) once the 5 has
+finished and while the 7 waits before its start (announced only).
 ``$REPLAY_KIND`` picks the kind of tool: ``async`` (the default), ``def`` (a
 plain function, which ADK runs on its event loop) or ``def_pool`` (a plain
 function in ADK's tool thread pool, ADK 2.x). ``tests/runtime/test_replay_guard.py``
@@ -28,6 +30,7 @@ from typing import Any
 from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig
 from google.adk.apps import App, ResumabilityConfig
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
@@ -81,6 +84,8 @@ class _Before(BasePlugin):
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> dict[str, Any] | None:
         _dies_at("before_start")
+        if os.environ.get("REPLAY_CRASH") == "batch" and tool_args.get("amount") == 7:
+            await asyncio.sleep(3600)  # the 7 never starts: the process dies first
         return None
 
 
@@ -89,13 +94,25 @@ class _After(BasePlugin):
                                   tool_context: ToolContext,
                                   result: dict[str, Any]) -> dict[str, Any] | None:
         _dies_at("after_finish")
+        if tool_args.get("amount") == 5:
+            _dies_at("batch")
         return None
+
+
+def _batch() -> LlmResponse:
+    """The model's reply calling transfer(5) and transfer(7) at once."""
+    return LlmResponse(content=types.Content(role="model", parts=[
+        types.Part(function_call=types.FunctionCall(id=f"t-{amount}", name="transfer",
+                                                    args={"amount": amount}))
+        for amount in (5, 7)]))
 
 
 def runner(service: DatabaseSessionService, plugins: list[BasePlugin], *,
            first_turn: bool) -> Runner:
-    """The app: the first turn calls transfer(5); a resumed one only answers."""
-    script = [ScriptedModel.call("transfer", {"amount": 5})] if first_turn else []
+    """The app: the first turn calls transfer(5) (or the batch); a resumed one only answers."""
+    batch = os.environ.get("REPLAY_BATCH") == "1"
+    first = _batch() if batch else ScriptedModel.call("transfer", {"amount": 5})
+    script = [first] if first_turn else []
     agent = LlmAgent(name="teller", tools=[_tool()],
                      model=ScriptedModel(script=[*script, ScriptedModel.say("Sent.")]))
     app = App(name=APP, root_agent=agent, plugins=plugins,

@@ -41,7 +41,8 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("google.adk.apps", fromli
 async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = True,
                                policy: HealPolicy | None = None, healing: bool = False,
                                undone: bool = False, resumable_app: bool = False,
-                               url: str | None = None, kind: str = "async"
+                               url: str | None = None, kind: str = "async",
+                               answers: dict[str, dict[str, Any]] | None = None
                                ) -> tuple[int, dict[str, Any]]:
     """Kills a turn at ``point`` in a child, resumes it here; (side effects, the answer).
 
@@ -50,6 +51,8 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     ``resumable_app``: the wrapper's policy says the app is resumable.
     ``url``: the session database (default: a SQLite file in ``tmp_path``).
     ``kind``: the kind of tool (``async``, ``def``, ``def_pool``: the child's docstring).
+    ``answers``: filled with every call's answer by call id (the ``batch`` point has two);
+    the answer returned is then ``{}``.
     """
     url = url or f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
     effects = tmp_path / "effects"
@@ -60,13 +63,14 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
     child = await asyncio.to_thread(
         subprocess.run, [sys.executable, str(CHILDREN / "replay_guard.py"), url, session.id],
         env={**os.environ, "REPLAY_CRASH": point, "REPLAY_EFFECTS": str(effects),
-             "REPLAY_KIND": kind},
+             "REPLAY_KIND": kind, "REPLAY_BATCH": "1" if point == "batch" else "0"},
         capture_output=True, text=True, timeout=120, check=False)
     assert child.returncode == 17, child.stderr[-2000:]
     await asyncio.sleep(replay_guard.LEASE_SECONDS + 0.5)  # the dead process's lease runs out
     if undone:
         effects.write_text("")
-    os.environ.update(REPLAY_EFFECTS=str(effects), REPLAY_KIND=kind)
+    os.environ.update(REPLAY_EFFECTS=str(effects), REPLAY_KIND=kind,
+                      REPLAY_BATCH="1" if point == "batch" else "0")
     ledger = SqlToolRunLedger.from_url(url)
     plugins: list[Any] = ([ToolRunLedgerPlugin(ledger, lease_seconds=replay_guard.LEASE_SECONDS,
                                                policy=policy)] if guarded else [])
@@ -90,9 +94,19 @@ async def _killed_then_resumed(tmp_path: Path, point: str, *, guarded: bool = Tr
         await ledger.close()
         await service.close()
     assert stored is not None
-    (answer,) = [dict(r.response or {}) for e in stored.events
-                 for r in e.get_function_responses()]
-    return len(effects.read_text().splitlines()), answer
+    found = _answers(stored.events)
+    transfers = len(effects.read_text().splitlines())
+    if answers is not None:
+        answers.update(found)
+        return transfers, {}
+    (answer,) = found.values()
+    return transfers, answer
+
+
+def _answers(events: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each call's answer in the stored session, by call id."""
+    return {str(r.id): dict(r.response or {}) for e in events
+            for r in e.get_function_responses()}
 
 
 async def test_a_call_killed_before_its_start_runs_on_resume(tmp_path: Path) -> None:
@@ -204,3 +218,19 @@ async def test_a_plain_def_tool_is_guarded_the_same_way(
         if not hasattr(run_config, "ToolThreadPoolConfig"):
             pytest.skip("this ADK has no tool thread pool")
     assert await _killed_then_resumed(tmp_path, point, kind=kind) == expected
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+async def test_a_parallel_batch_runs_only_the_call_that_never_started(
+        tmp_path: Path, guarded: bool) -> None:
+    """Killed when one of two parallel transfers had finished and the other had not started:
+    the resume answers the finished one with its result and runs only the other (matched by
+    call id); ADK's replay alone makes the finished transfer again."""
+    answers: dict[str, dict[str, Any]] = {}
+    transfers, _ = await _killed_then_resumed(tmp_path, "batch", guarded=guarded,
+                                              answers=answers)
+    assert answers == {"t-5": {"status": "sent"}, "t-7": {"status": "sent"}}
+    lines = (tmp_path / "effects").read_text().splitlines()
+    assert sorted(line.split()[1] for line in lines) == (["5", "7"] if guarded
+                                                        else ["5", "5", "7"])
+    assert transfers == len(lines)

@@ -185,7 +185,9 @@ class DeadCall:
     Attributes:
         call_id: The function call id.
         name: The function name (the synthetic response carries the same name).
-        reason: ``"superseded"`` or ``"stale"``.
+        reason: ``"superseded"``, ``"stale"`` or ``"abandoned"`` for a heal;
+            ``"replayed"`` for a replayed call ``ToolRunLedgerPlugin``
+            answers instead of running it again.
         effect: What the tool does, as the policy declares it: filled in by
             :meth:`HealPolicy.payload_for` before a payload function sees the
             call (``UNKNOWN`` in a :class:`~adk_session_heal.core.heal_plan.HealPlan`,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..policy import CallOutcome, DoubtfulCall, HealPolicy, Reconciliation, Settled
 from .findings import HEALABLE, SessionFindings
@@ -48,27 +48,36 @@ def doubtful_calls(key: SessionKey, findings: SessionFindings,
     ]
 
 
+def settled_outcome(outcome: CallOutcome, answer: Reconciliation | None
+                    ) -> tuple[CallOutcome, Mapping[str, Any] | None] | None:
+    """What a hook's answer makes of a call in doubt: its new outcome and recovered result.
+
+    ``FINISHED``: ``finished_result_lost`` with the real result (answered
+    with it, as a finished run's lost result is); ``DID_NOT_HAPPEN``:
+    ``not_started``. ``None``: nothing changes (no answer, ``UNKNOWN``, or
+    a call not in doubt). The heal (:func:`with_reconciliations`) and the
+    replay guard (``runtime/tool_run_plugin.py``) both read answers here.
+    """
+    if answer is None or answer.settled is Settled.UNKNOWN or outcome not in _IN_DOUBT:
+        return None
+    if answer.settled is Settled.FINISHED:
+        return CallOutcome.FINISHED_RESULT_LOST, dict(answer.result or {})
+    return CallOutcome.NOT_STARTED, None
+
+
 def with_reconciliations(findings: SessionFindings,
                          answers: Mapping[str, Reconciliation]) -> SessionFindings:
-    """Returns the findings with each settled call's outcome (the same object if none is).
-
-    ``FINISHED``: ``finished_result_lost`` with the real result (the heal
-    answers with it); ``DID_NOT_HAPPEN``: ``not_started``; ``UNKNOWN``: as it was.
-    """
+    """Returns the findings with each settled call's outcome (the same object if none is)."""
     calls = []
     changed = False
     for call in findings.calls:
-        answer = answers.get(call.call_id or "")
-        if (answer is None or answer.settled is Settled.UNKNOWN
-                or call.outcome not in _IN_DOUBT):
+        settled = settled_outcome(call.outcome, answers.get(call.call_id or ""))
+        if settled is None:
             calls.append(call)
             continue
         changed = True
-        if answer.settled is Settled.FINISHED:
-            calls.append(replace(call, outcome=CallOutcome.FINISHED_RESULT_LOST,
-                                 recovered=dict(answer.result or {})))
-        else:
-            calls.append(replace(call, outcome=CallOutcome.NOT_STARTED))
+        outcome, recovered = settled
+        calls.append(replace(call, outcome=outcome, recovered=recovered))
     if not changed:
         return findings
     return SessionFindings(calls, findings.orphaned_responses, findings.duplicate_responses)

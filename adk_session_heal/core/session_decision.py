@@ -14,16 +14,16 @@ none of them classifies or plans on its own. The steps, in order:
    (:func:`with_tool_runs`), one read of the
    caller's :class:`~adk_session_heal.core.tool_runs.ToolRunReader` for the
    session, and only when it has unanswered calls;
-   A dead call in doubt (it may have run, or nothing is known of its run)
-   is then settled by the real system where the policy has a reconcile hook
-   for its tool (:mod:`~adk_session_heal.core.reconcile`), through the
-   caller's reconciler;
 4. **re-runs deferred**: on a read through the wrapper, with
    ``rerun_safe_calls``, the dead calls that may simply run again are left for
    the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`); with
    ``resumable_app``, the wrapper leaves the dead calls no later invocation
    superseded (``stale``, ``abandoned``) to ADK's resume, which replays them;
-5. **plan** the heals (:func:`~adk_session_heal.core.healing.plan_session`),
+5. **reconcile**: a dead call still to be healed that is in doubt (it may
+   have run, or nothing is known of its run) is settled by the real system
+   where the policy has a reconcile hook for its tool
+   (:mod:`~adk_session_heal.core.reconcile`), through the caller's reconciler;
+6. **plan** the heals (:func:`~adk_session_heal.core.healing.plan_session`),
    when asked to.
 
 The wrapper asks one question more of each session it reads: is it clean?
@@ -145,13 +145,14 @@ async def decide(
     if tool_runs is not None and (ids := findings.open_call_ids):
         findings = with_tool_runs(findings, await tool_runs.runs(view.key, ids), now=now,
                                   clock_skew=clock_skew)
-    if reconciler is not None and findings.needs_healing and (
-            doubtful := doubtful_calls(view.key, findings, policy)):
-        findings = with_reconciliations(findings, await reconciler.settle(doubtful))
     if trigger is HealTrigger.GET_SESSION and policy.rerun_safe_calls:
         findings = deferring(findings, rerunnable_calls(events, findings, policy, access=access))
     if policy.resumable_app and trigger in _WRAPPER and findings.needs_healing:
         findings = deferring(findings, [c for c in findings.calls if c.status in _RESUMED])
+    # Last: only the calls still to be healed now are worth asking the real system about.
+    if reconciler is not None and findings.needs_healing and (
+            doubtful := doubtful_calls(view.key, findings, policy)):
+        findings = with_reconciliations(findings, await reconciler.settle(doubtful))
     heals = None
     if plan and findings.needs_healing:
         heals = plan_session(events, findings, view.key, policy, trigger=trigger, healed_at=now,

@@ -96,6 +96,7 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
 from ..core.findings import CLIENT_FUNCTION_CALL_NAMES
+from ..core.reconcile import settled_outcome
 from ..core.session_key import SessionKey
 from ..core.tool_runs import (
     DEFAULT_LEASE_SECONDS,
@@ -108,7 +109,7 @@ from ..core.tool_runs import (
     stored_result,
 )
 from ..errors import HealError
-from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy, Settled
+from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy
 from .idempotency import idempotency_key
 from .reconcile import HookReconciler
 
@@ -463,22 +464,20 @@ class ToolRunLedgerPlugin(BasePlugin):
             action, outcome = replay_action(run, effect, now, skew)
             if action is ReplayAction.RUN:
                 return None
-            if action is ReplayAction.ANSWER and outcome is CallOutcome.MAY_HAVE_RUN and (
-                    tool.name in self.policy.reconcile):
-                answer = (await HookReconciler(self.policy).settle([DoubtfulCall(
-                    session.app_name, session.user_id, session.session_id, call_id, tool.name,
-                    idempotency_key(tool_context))]))[call_id]
-                if answer.settled is Settled.DID_NOT_HAPPEN:
-                    return None
-                if answer.settled is Settled.FINISHED:
-                    logger.warning("adk_session_heal: tool %s#%s ran before (settled by its "
-                                   "reconcile hook); not run again", tool.name, call_id)
-                    return dict(answer.result or {})
             if action is ReplayAction.ANSWER:
                 assert run is not None and outcome is not None
+                recovered = run.result if run.state is RunState.FINISHED else None
+                if outcome is CallOutcome.MAY_HAVE_RUN and tool.name in self.policy.reconcile:
+                    answers = await HookReconciler(self.policy).settle([DoubtfulCall(
+                        session.app_name, session.user_id, session.session_id, call_id,
+                        tool.name, idempotency_key(tool_context))])
+                    settled = settled_outcome(outcome, answers[call_id])
+                    if settled is not None:
+                        outcome, recovered = settled
+                if outcome is CallOutcome.NOT_STARTED:  # the real system says it never ran
+                    return None
                 logger.warning("adk_session_heal: tool %s#%s ran before (%s); not run again",
                                tool.name, call_id, outcome.value)
-                recovered = run.result if run.state is RunState.FINISHED else None
                 return self.policy.payload_for(DeadCall(call_id, tool.name, REPLAY_REASON,
                                                         outcome=outcome, recovered=recovered))
             if now >= deadline:

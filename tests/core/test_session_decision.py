@@ -352,3 +352,30 @@ async def test_a_resumable_app_s_wrapper_leaves_an_unsuperseded_dead_call_to_the
     assert await status(interrupted, HealTrigger.APPEND) is CallStatus.IN_FLIGHT
     assert await status(interrupted, HealTrigger.REPAIR) is CallStatus.STALE
     assert await status(superseded, HealTrigger.GET_SESSION) is CallStatus.SUPERSEDED
+
+
+async def test_the_real_system_is_asked_only_about_calls_healed_now() -> None:
+    """A call the wrapper leaves to the resume (resumable_app) is not reconciled; repair,
+    which heals it, asks its hook once."""
+    from adk_session_heal.policy import DoubtfulCall, Reconciliation, settled
+    from adk_session_heal.runtime.reconcile import HookReconciler
+
+    interrupted = History(start=NOW - 7200)
+    interrupted.user("send 5")
+    interrupted.calls(("transfer", {"amount": 5}), ids=["t-1"])
+    asked: list[str] = []
+
+    async def transfer_made(call: DoubtfulCall) -> Reconciliation:
+        asked.append(call.call_id)
+        return settled({"status": "sent"})
+
+    policy = HealPolicy(stale_after=60, clock_skew=0, resumable_app=True,
+                        reconcile={"transfer": transfer_made})
+    view = SessionView(SessionKey("a", "u", "s"), interrupted.events, ADK_EVENTS,
+                       seen_events=len(interrupted.events))
+    left = await decide(view, policy, now=NOW, trigger=HealTrigger.GET_SESSION,
+                        reconciler=HookReconciler(policy))
+    assert left.heals is None and asked == []
+    healed = await decide(view, policy, now=NOW, trigger=HealTrigger.REPAIR,
+                          reconciler=HookReconciler(policy))
+    assert asked == ["t-1"] and healed.findings.calls[0].recovered == {"status": "sent"}

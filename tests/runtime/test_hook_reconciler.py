@@ -78,6 +78,20 @@ def test_the_policy_refuses_a_timeout_that_is_not_positive() -> None:
 SQLITE = pytest.mark.parametrize("adk_store", ["db_sqlite"], indirect=True)
 
 
+async def _dead_charge(store: Store, call_id: str) -> tuple[str, History]:
+    """Stores a session whose charge_card call the next turn superseded; (its id, history)."""
+    history = History(start=time.time() - 3600)
+    history.user("charge me")
+    history.calls(("charge_card", {"amount": 5}), ids=[call_id])
+    history.user("well?")  # the next turn: the call is superseded
+    service = store.service()
+    session = await service.create_session(app_name=APP, user_id=USER)
+    for event in history.events:
+        await service.append_event(session, event)
+    await close(service)
+    return session.id, history
+
+
 @SQLITE
 @pytest.mark.parametrize(("found", "expected"), [
     ("charged", {"receipt": "r-42"}),
@@ -91,19 +105,11 @@ async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
         expected: dict[str, Any]) -> None:
     """A charge whose run started and died: the hook looks it up by the call's key; the heal
     answers with the real receipt, as never started, or (the API down) as may have run."""
-    history = History(start=time.time() - 3600)
-    history.user("charge me")
-    history.calls(("charge_card", {"amount": 5}), ids=["c-9"])
-    history.user("well?")  # the next turn: the call is superseded
-    service = adk_store.service()
-    session = await service.create_session(app_name=APP, user_id=USER)
-    for event in history.events:
-        await service.append_event(session, event)
-    await close(service)
+    session_id, history = await _dead_charge(adk_store, "c-9")
     (call_event,) = [e for e in history.events if e.get_function_calls()]
-    key = SessionKey(APP, USER, session.id)
+    key = SessionKey(APP, USER, session_id)
     dead_at = time.time() - 3000
-    run = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="c-9",
+    run = ToolRun(app_name=APP, user_id=USER, session_id=session_id, call_id="c-9",
                   tool_name="charge_card", invocation_id=call_event.invocation_id,
                   state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
                   started_at=dead_at, lease_until=dead_at + 30)
@@ -121,7 +127,7 @@ async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
     policy = HealPolicy(clock_skew=0, reconcile={"charge_card": charge_made})
     healing = HealingSessionService(adk_store.service(), policy, tool_runs=tool_run_ledger)
     try:
-        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session_id)
     finally:
         await healing.close()
     assert stored is not None
@@ -129,7 +135,7 @@ async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
     (response,) = heal.get_function_responses()
     assert response.response == expected
     (call,) = asked
-    assert (call.call_id, call.tool_name, call.session_id) == ("c-9", "charge_card", session.id)
+    assert (call.call_id, call.tool_name, call.session_id) == ("c-9", "charge_card", session_id)
 
 
 @SQLITE
@@ -137,15 +143,7 @@ async def test_without_a_ledger_a_dead_call_is_still_settled_by_its_hook(
         adk_store: Store) -> None:
     """No tool-run ledger: nothing is known of the run, so the hook is asked; its receipt is
     the heal's answer."""
-    history = History(start=time.time() - 3600)
-    history.user("charge me")
-    history.calls(("charge_card", {"amount": 5}), ids=["c-7"])
-    history.user("well?")
-    service = adk_store.service()
-    session = await service.create_session(app_name=APP, user_id=USER)
-    for event in history.events:
-        await service.append_event(session, event)
-    await close(service)
+    session_id, _ = await _dead_charge(adk_store, "c-7")
 
     async def charge_made(call: DoubtfulCall) -> Reconciliation:
         return settled({"receipt": f"r-{call.call_id}"})
@@ -153,7 +151,7 @@ async def test_without_a_ledger_a_dead_call_is_still_settled_by_its_hook(
     policy = HealPolicy(reconcile={"charge_card": charge_made})
     healing = HealingSessionService(adk_store.service(), policy)
     try:
-        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session_id)
     finally:
         await healing.close()
     assert stored is not None

@@ -61,6 +61,21 @@ async def _run(store: Store, tool: Any, plugin: ToolRunLedgerPlugin,
         await close(service)
 
 
+async def _captured_context(store: Store, ledger: SqlToolRunLedger, call_id: str) -> ToolContext:
+    """A real ToolContext from one Runner call, given the function-call id ``call_id``."""
+    contexts: list[ToolContext] = []
+
+    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks something up."""
+        contexts.append(tool_context)
+        return {"q": q}
+
+    await _run(store, lookup, ToolRunLedgerPlugin(ledger), {"q": "x"})
+    (context,) = contexts
+    context.function_call_id = call_id
+    return context
+
+
 def _only(runs: dict[str, ToolRun]) -> ToolRun:
     assert len(runs) == 1
     return next(iter(runs.values()))
@@ -279,16 +294,7 @@ async def test_a_cancelled_tool_stops_its_heartbeat(adk_store: Store,
 async def test_the_heartbeat_stops_when_the_tool_s_task_ends_without_a_callback(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
     """A task that started a run and ended with no after/error callback stops renewing it."""
-    contexts: list[ToolContext] = []
-
-    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks something up."""
-        contexts.append(tool_context)
-        return {"q": q}
-
-    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
-    (context,) = contexts
-    context.function_call_id = "orphaned-start"
+    context = await _captured_context(adk_store, tool_run_ledger, "orphaned-start")
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
     tool: Any = type("Tool", (), {"name": "lookup"})()
 
@@ -490,16 +496,7 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
     """One call id run twice at once (a replay while the first run lives): the second waits
     while the first holds its lease (renewed past three leases), then is answered with the
     first's recorded result; the tool's start is recorded once."""
-    contexts: list[ToolContext] = []
-
-    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks something up."""
-        contexts.append(tool_context)
-        return {"q": q}
-
-    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
-    (context,) = contexts
-    context.function_call_id = "twice"
+    context = await _captured_context(adk_store, tool_run_ledger, "twice")
     key = SessionKey(APP, USER, context.session.id)
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=30)
     tool: Any = type("Tool", (), {"name": "lookup"})()
@@ -548,18 +545,9 @@ async def test_a_first_run_costs_no_read_and_a_replay_costs_one(
     not announce (ADK's replay) reads its record once, then runs it."""
     assert adk_store.url is not None
     ledger = _CountingReads.from_url(adk_store.url)
-    contexts: list[ToolContext] = []
-
-    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks something up."""
-        contexts.append(tool_context)
-        return {"q": q}
-
     try:
-        await _run(adk_store, lookup, ToolRunLedgerPlugin(ledger), {"q": "x"})
+        context = await _captured_context(adk_store, ledger, "replayed-elsewhere")
         assert _CountingReads.reads == 0
-        (context,) = contexts
-        context.function_call_id = "replayed-elsewhere"
         plugin = ToolRunLedgerPlugin(ledger)
         tool: Any = type("Tool", (), {"name": "lookup"})()
         assert await plugin.before_tool_callback(tool=tool, tool_args={},
@@ -577,16 +565,7 @@ async def test_a_run_of_a_call_another_process_still_runs_is_refused_after_the_w
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
     """Another process holds the call's lease past replay_wait: the tool is not run; the
     model is told it still runs elsewhere, and the other process's record is untouched."""
-    contexts: list[ToolContext] = []
-
-    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks something up."""
-        contexts.append(tool_context)
-        return {"q": q}
-
-    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
-    (context,) = contexts
-    context.function_call_id = "elsewhere"
+    context = await _captured_context(adk_store, tool_run_ledger, "elsewhere")
     now = time.time()
     other = ToolRun(app_name=APP, user_id=USER, session_id=context.session.id,
                     call_id="elsewhere", tool_name="lookup", invocation_id="e-other",
@@ -640,16 +619,7 @@ async def test_a_result_that_is_not_a_dict_is_recorded_as_adk_sends_it(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
     """ADK 1.x hands the after-tool callback an AgentTool's text as it is (and sends the model
     {"result": text}): the record holds {"result": text}, which a heal can answer with."""
-    contexts: list[ToolContext] = []
-
-    async def lookup(q: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks something up."""
-        contexts.append(tool_context)
-        return {"q": q}
-
-    await _run(adk_store, lookup, ToolRunLedgerPlugin(tool_run_ledger), {"q": "x"})
-    (context,) = contexts
-    context.function_call_id = "text-result"
+    context = await _captured_context(adk_store, tool_run_ledger, "text-result")
     plugin = ToolRunLedgerPlugin(tool_run_ledger)
     tool: Any = type("Tool", (), {"name": "helper"})()
     assert await plugin.before_tool_callback(tool=tool, tool_args={}, tool_context=context) is None

@@ -19,7 +19,8 @@ import logging
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
@@ -31,6 +32,7 @@ from .exits import _DEBUG, CliError
 
 if TYPE_CHECKING:
     from ..core.shards import Shard
+    from ..policy import HealPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -240,12 +242,67 @@ def _older_than(command: F) -> F:
     )(command)
 
 
+def load_hooks(reference: str) -> HealPolicy:
+    """Imports ``--reconcile MODULE:NAME``: a ``HealPolicy``, or reconcile hooks by tool name.
+
+    The current folder is searched first, as ``python -m`` would. Only the
+    hooks (``reconcile``) and their ``reconcile_timeout`` are taken from a
+    policy; what counts as dead comes from the command's own flags.
+
+    Raises:
+        CliError: No ``:``, a module that cannot be imported (or raises), no
+            such name, or a value that is neither a policy nor a mapping of
+            tool names to hooks.
+    """
+    import importlib
+
+    from ..policy import HealPolicy
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise CliError(f"--reconcile {reference}: give MODULE:NAME (e.g. shop.hooks:POLICY)")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise CliError(f"--reconcile {reference}: no module named {exc.name!r} (run from the "
+                       "folder that holds it, or set PYTHONPATH)") from exc
+    except Exception as exc:  # the user's module raised while it was imported
+        raise CliError(f"--reconcile {reference}: importing {module_name} raised "
+                       f"{type(exc).__name__}: {exc}") from exc
+    value = getattr(module, name, None)
+    if isinstance(value, HealPolicy):
+        return HealPolicy(reconcile=value.reconcile, reconcile_timeout=value.reconcile_timeout)
+    if isinstance(value, Mapping) and value and all(
+            isinstance(k, str) and callable(v) for k, v in value.items()):
+        return HealPolicy(reconcile=value)
+    found = "nothing" if value is None else f"a {type(value).__name__}"
+    raise CliError(f"--reconcile {reference}: found {found}; expected a HealPolicy or a "
+                   "non-empty mapping of tool names to async hooks")
+
+
+def _hooks(ctx: click.Context, param: click.Parameter, value: str | None) -> HealPolicy | None:
+    _as_typed(ctx, param, value)
+    return None if value is None else load_hooks(value)
+
+
+def _reconcile(command: F) -> F:
+    """``--reconcile MODULE:NAME``: the command receives ``hooks`` (a policy, or ``None``)."""
+    return click.option(
+        "--reconcile", "hooks", callback=_hooks, metavar="MODULE:NAME",
+        help="Ask these reconcile hooks what happened to each call in doubt before it is "
+        "healed or listed: a HealPolicy or a {tool name: async hook} mapping named NAME in "
+        "MODULE (the current folder is searched first).",
+    )(command)
+
+
 def _scan_options(command: F) -> F:
     """Adds what a run reads and how it judges it, and hands them on as one ``options`` value.
 
     Declares ``--app``/``--user``/``--session`` (:func:`_filters`), the fleet
-    options (:func:`_fleet`) and ``--older-than``/``--clock-skew``
-    (:func:`_older_than`); with the command's ``--timeout`` (:func:`_timeout`)
+    options (:func:`_fleet`), ``--older-than``/``--clock-skew``
+    (:func:`_older_than`) and ``--reconcile`` (:func:`_reconcile`); with the
+    command's ``--timeout`` (:func:`_timeout`)
     they reach it as one :class:`~adk_session_heal.ops.scan.ScanOptions`,
     whose refusals (``--since`` with ``--incremental``, ``--incremental`` for
     one session) are one line.
@@ -255,20 +312,23 @@ def _scan_options(command: F) -> F:
     def gathered(*args: Any, app_name: str | None, user_id: str | None,
                  session_id: str | None, shard: Shard | None, prefilter: Any,
                  incremental: bool, since: float | None, older_than: float, clock_skew: float,
-                 timeout: float | None, **kwargs: Any) -> Any:
+                 hooks: HealPolicy | None, timeout: float | None, **kwargs: Any) -> Any:
         from ..ops.scan import ScanOptions
         from ..policy import HealPolicy
         from ..store import SessionFilter
+        policy = HealPolicy(stale_after=older_than, clock_skew=clock_skew)
+        if hooks is not None:
+            policy = replace(policy, reconcile=hooks.reconcile,
+                             reconcile_timeout=hooks.reconcile_timeout)
         try:
             options = ScanOptions(where=SessionFilter(app_name, user_id, session_id, shard),
-                                  policy=HealPolicy(stale_after=older_than, clock_skew=clock_skew),
-                                  prefilter=prefilter, since=since, incremental=incremental,
-                                  timeout=timeout)
+                                  policy=policy, prefilter=prefilter, since=since,
+                                  incremental=incremental, timeout=timeout)
         except ValueError as exc:
             raise CliError(str(exc)) from exc
         return command(*args, options=options, **kwargs)
 
-    return _filters(_fleet(_older_than(cast(F, gathered))))
+    return _filters(_fleet(_older_than(_reconcile(cast(F, gathered)))))
 
 
 def _timeout(command: F) -> F:

@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..policy import DEFAULT_RECONCILE_TIMEOUT
 from .exits import _WITHOUT_LEDGER, CliError, _run
 from .options import (
     _filters,
     _json_flag,
     _older_than,
     _output_format,
+    _reconcile,
     _timeout,
     _url_argument,
     _url_in_hint,
 )
 from .render import _age, _console, _note, _print_json, _print_report, _table
+
+if TYPE_CHECKING:
+    from ..policy import HealPolicy
 
 
 class _ReviewGroup(click.Group):
@@ -54,11 +59,12 @@ def review_group() -> None:
 @_url_argument
 @_filters
 @_older_than
+@_reconcile
 @_timeout
 @_output_format
 def review_list_command(url: str, app_name: str | None, user_id: str | None,
                         session_id: str | None, older_than: float, clock_skew: float,
-                        timeout: float | None, output: str) -> None:
+                        hooks: HealPolicy | None, timeout: float | None, output: str) -> None:
     """List the calls a person should check (read-only).
 
     Example: adk-session-heal review sqlite:///.adk/session.db
@@ -66,7 +72,10 @@ def review_list_command(url: str, app_name: str | None, user_id: str | None,
     from ..ops.operator_review import REVIEW_COLUMNS, review
     from ..store import SessionFilter
     report = _run(review(url, where=SessionFilter(app_name, user_id, session_id),
-                         stale_after=older_than, clock_skew=clock_skew, timeout=timeout))
+                         stale_after=older_than, clock_skew=clock_skew, timeout=timeout,
+                         reconcile=hooks.reconcile if hooks else None,
+                         reconcile_timeout=hooks.reconcile_timeout if hooks
+                         else DEFAULT_RECONCILE_TIMEOUT))
     if output == "table":
         console = _console()
         if report.calls:

@@ -10,7 +10,7 @@ about (:func:`doubtful_calls`) and applies the answers
 (:func:`with_reconciliations`): a call that happened is answered with its real
 result, as a finished run's lost result is; one that did not happen is answered
 as one that never started. Asking, with its timeout, is the caller's
-(:class:`Reconciler`: ``runtime/reconcile.py``); nothing here waits or fails.
+(:class:`Reconciler`: ``store/reconcile_hooks.py``); nothing here waits or fails.
 """
 
 from __future__ import annotations
@@ -29,23 +29,32 @@ _IN_DOUBT = frozenset({CallOutcome.UNKNOWN, CallOutcome.MAY_HAVE_RUN})
 
 
 class Reconciler(Protocol):
-    """Asks the policy's hooks about calls in doubt (``runtime/reconcile.py``)."""
+    """Asks the policy's hooks about calls in doubt (``store/reconcile_hooks.py``)."""
 
     async def settle(self, calls: Sequence[DoubtfulCall]) -> Mapping[str, Reconciliation]:
-        """Returns each call's answer by call id (``UNKNOWN`` where a hook failed)."""
+        """Returns each call's answer by its idempotency key (``UNKNOWN`` where a hook failed)."""
         ...
+
+
+def in_doubt(outcome: CallOutcome, tool_name: str, policy: HealPolicy) -> bool:
+    """Whether a hook is asked about a call: its outcome is in doubt and its tool has a hook."""
+    return outcome in _IN_DOUBT and tool_name in policy.reconcile
+
+
+def doubtful_call(key: SessionKey, invocation_id: str, call_id: str,
+                  tool_name: str) -> DoubtfulCall:
+    """The question a hook gets about one call (with the call's idempotency key)."""
+    return DoubtfulCall(key.app_name, key.user_id, key.session_id, call_id, tool_name,
+                        idempotency_key(key, invocation_id, call_id))
 
 
 def doubtful_calls(key: SessionKey, findings: SessionFindings,
                    policy: HealPolicy) -> list[DoubtfulCall]:
     """The dead calls in doubt (``unknown``, ``may_have_run``) whose tool has a reconcile hook."""
-    return [
-        DoubtfulCall(key.app_name, key.user_id, key.session_id, call.call_id, call.name,
-                     idempotency_key(key, call.invocation_id, call.call_id))
-        for call in findings.calls
-        if call.call_id and call.status in HEALABLE and call.outcome in _IN_DOUBT
-        and call.name in policy.reconcile
-    ]
+    return [doubtful_call(key, call.invocation_id, call.call_id, call.name)
+            for call in findings.calls
+            if call.call_id and call.status in HEALABLE
+            and in_doubt(call.outcome, call.name, policy)]
 
 
 def settled_outcome(outcome: CallOutcome, answer: Reconciliation | None
@@ -65,13 +74,21 @@ def settled_outcome(outcome: CallOutcome, answer: Reconciliation | None
     return CallOutcome.NOT_STARTED, None
 
 
-def with_reconciliations(findings: SessionFindings,
+def with_reconciliations(key: SessionKey, findings: SessionFindings,
                          answers: Mapping[str, Reconciliation]) -> SessionFindings:
-    """Returns the findings with each settled call's outcome (the same object if none is)."""
+    """Returns the findings with each settled call's outcome (the same object if none is).
+
+    Args:
+        key: The session.
+        findings: Its findings.
+        answers: The hooks' answers by idempotency key (:meth:`Reconciler.settle`).
+    """
     calls = []
     changed = False
     for call in findings.calls:
-        settled = settled_outcome(call.outcome, answers.get(call.call_id or ""))
+        answer = answers.get(idempotency_key(key, call.invocation_id, call.call_id)) if (
+            call.call_id and answers) else None
+        settled = settled_outcome(call.outcome, answer)
         if settled is None:
             calls.append(call)
             continue

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ResolutionError
-from ..policy import CallOutcome, DeadCall, HealPolicy, ToolEffect
+from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy, ToolEffect
 from .event_access import STORED_JSON
 from .findings import HEALABLE, SessionFindings
 from .heal_plan import HealPlan, heal_event_id, placement
 from .heal_record import HealTrigger
 from .healing import Heal, event_digest
+from .idempotency import idempotency_key
 from .late_results import RESOLVED_REASON, is_resolution, superseding_answers
 from .session_key import SessionKey
 from .tool_runs import as_response, redacted
@@ -72,6 +73,9 @@ class ReviewEntry:
         effect: The tool's effect as the heal recorded it (``unknown`` when not healed).
         outcome: The run's outcome as the heal recorded it.
         heal_event_id: The heal answering it (``None`` when not healed).
+        idempotency_key: The call's idempotency key
+            (:func:`~adk_session_heal.core.idempotency.idempotency_key`): what
+            a tool that passed it sent the real system, to look the call up by.
     """
 
     key: SessionKey
@@ -84,6 +88,12 @@ class ReviewEntry:
     effect: str
     outcome: str
     heal_event_id: str | None
+    idempotency_key: str
+
+    def doubt(self) -> DoubtfulCall:
+        """The question a reconcile hook gets about this call."""
+        return DoubtfulCall(self.key.app_name, self.key.user_id, self.key.session_id,
+                            self.call_id, self.tool_name, self.idempotency_key)
 
     def to_json(self, now: float) -> dict[str, Any]:
         """Returns the entry's JSON object (``age_seconds`` from ``now``)."""
@@ -93,7 +103,7 @@ class ReviewEntry:
             "call_id": self.call_id, "tool_name": self.tool_name, "args": self.args,
             "timestamp": self.timestamp, "age_seconds": round(max(0.0, now - self.timestamp), 3),
             "status": self.status, "tool_effect": self.effect, "run_outcome": self.outcome,
-            "synthetic_event_id": self.heal_event_id,
+            "synthetic_event_id": self.heal_event_id, "idempotency_key": self.idempotency_key,
         }
 
 
@@ -148,7 +158,8 @@ def review_entries(
                 key, call_event_id, str(call_id), _parallel(marker, "tool_names", index),
                 _args_summary(call.get("args")), STORED_JSON.timestamp(call_event)
                 if call_event else STORED_JSON.timestamp(event), "healed", effect, outcome,
-                heal_id))
+                heal_id, idempotency_key(key, STORED_JSON.invocation_id(call_event or event),
+                                         str(call_id))))
     for finding in findings.calls:
         if finding.status not in HEALABLE or finding.call_id is None:
             continue
@@ -158,7 +169,8 @@ def review_entries(
         entries.append(ReviewEntry(
             key, finding.event_id, finding.call_id, finding.name,
             _args_summary(calls.get(finding.call_id, {}).get("args")), finding.timestamp,
-            "dead", ToolEffect.UNKNOWN.value, finding.outcome.value, None))
+            "dead", ToolEffect.UNKNOWN.value, finding.outcome.value, None,
+            idempotency_key(key, finding.invocation_id, finding.call_id)))
     return entries
 
 

@@ -152,7 +152,8 @@ async def decide(
     # Last: only the calls still to be healed now are worth asking the real system about.
     if reconciler is not None and findings.needs_healing and (
             doubtful := doubtful_calls(view.key, findings, policy)):
-        findings = with_reconciliations(findings, await reconciler.settle(doubtful))
+        findings = with_reconciliations(view.key, findings,
+                                        await reconciler.settle(doubtful))
     heals = None
     if plan and findings.needs_healing:
         heals = plan_session(events, findings, view.key, policy, trigger=trigger, healed_at=now,

@@ -33,6 +33,7 @@ from typing import Any
 from ..core.event_access import STORED_JSON
 from ..core.heal_record import HealTrigger
 from ..core.late_results import is_resolution, late_results
+from ..core.reconcile import in_doubt, settled_outcome
 from ..core.review import (
     ReviewEntry,
     check_response,
@@ -44,7 +45,13 @@ from ..core.review import (
 from ..core.session_decision import SessionView, decide
 from ..core.session_key import SessionKey
 from ..errors import ResolutionError
-from ..policy import DEFAULT_CLOCK_SKEW, HealPolicy
+from ..policy import (
+    DEFAULT_CLOCK_SKEW,
+    DEFAULT_RECONCILE_TIMEOUT,
+    CallOutcome,
+    HealPolicy,
+    ReconcileHook,
+)
 from ..store import SessionFilter, SessionStore, open_store
 from ..store.base import (
     Removal,
@@ -55,13 +62,14 @@ from ..store.base import (
 )
 from ..store.engines import TimeoutArg
 from ..store.ledger.revisions import Feature
+from ..store.reconcile_hooks import HookReconciler
 from ..store.urls import StoreUrl
 from .json_version import JSON_FORMAT
 from .text_output import counted
 
 REVIEW_COLUMNS = ("kind", "app_name", "user_id", "session_id", "call_event_id", "call_id",
                   "tool_name", "args", "timestamp", "age_seconds", "status", "tool_effect",
-                  "run_outcome", "synthetic_event_id")
+                  "run_outcome", "synthetic_event_id", "idempotency_key")
 """``review --format tsv`` columns."""
 
 
@@ -83,12 +91,15 @@ class ReviewReport:
         reviewed_at: The clock (POSIX seconds).
         calls: The entries, in scan order.
         damaged_sessions: Sessions skipped for unreadable rows.
+        settled_by_hooks: Calls a reconcile hook settled, so not listed
+            (``None``: no hook was asked).
     """
 
     url: str
     reviewed_at: float
     calls: list[ReviewEntry] = field(default_factory=list)
     damaged_sessions: int = 0
+    settled_by_hooks: int | None = None
 
     def records(self) -> Iterator[dict[str, Any]]:
         """One ``review_call`` record per entry (the tsv/jsonl rows)."""
@@ -103,9 +114,11 @@ class ReviewReport:
     def summary_line(self) -> str:
         """The one-line summary."""
         healed = sum(1 for c in self.calls if c.status == "healed")
+        settled = "" if self.settled_by_hooks is None else (
+            f"; {counted(self.settled_by_hooks, 'call')} settled by reconcile hooks, not listed")
         return (f"{counted(len(self.calls), 'call to check', 'calls to check')} in {self.url}: "
                 f"{healed} healed, {len(self.calls) - healed} not healed yet; "
-                f"{counted(self.damaged_sessions, 'session')} with damaged rows skipped")
+                f"{counted(self.damaged_sessions, 'session')} with damaged rows skipped{settled}")
 
     def summary_json(self) -> dict[str, Any]:
         """The document without its list (the jsonl summary line)."""
@@ -116,6 +129,7 @@ class ReviewReport:
         return {"version": JSON_FORMAT, "format": JSON_FORMAT, "command": "review",
                 "url": self.url, "reviewed_at": self.reviewed_at,
                 "damaged_sessions": self.damaged_sessions,
+                "settled_by_hooks": self.settled_by_hooks,
                 "calls": [c.to_json(self.reviewed_at) for c in self.calls]}
 
 
@@ -174,8 +188,17 @@ async def review(
     clock_skew: float = DEFAULT_CLOCK_SKEW,
     now: float | None = None,
     timeout: TimeoutArg = None,
+    reconcile: Mapping[str, ReconcileHook] | None = None,
+    reconcile_timeout: float = DEFAULT_RECONCILE_TIMEOUT,
 ) -> ReviewReport:
     """Lists the dead and healed calls a person should check (read-only).
+
+    With ``reconcile``, each listed call whose tool has a hook is asked about
+    first (by its idempotency key), and only what no hook could settle is
+    listed: a call its hook finds (``settled(result)``) or finds undone
+    (``settled(happened=False)``) needs no person. The next ``repair`` given
+    the same hooks answers a dead one with that; a healed one keeps its heal
+    until resolved (``review resolve``).
 
     Args:
         url: The store.
@@ -184,11 +207,15 @@ async def review(
         clock_skew: As for ``scan``.
         now: The clock (default: now).
         timeout: How long to wait for a database server.
+        reconcile: Reconcile hooks by tool name (``HealPolicy.reconcile``).
+        reconcile_timeout: Seconds each hook may take.
     """
     clock = time.time() if now is None else now
-    policy = HealPolicy(stale_after=stale_after, clock_skew=clock_skew)
+    policy = HealPolicy(stale_after=stale_after, clock_skew=clock_skew,
+                        reconcile=reconcile or {}, reconcile_timeout=reconcile_timeout)
+    reconciler = HookReconciler(policy) if policy.reconcile else None
     store = await open_store(url, timeout=timeout)
-    report = ReviewReport(str(store), clock)
+    report = ReviewReport(str(store), clock, settled_by_hooks=None if reconciler is None else 0)
     try:
         async with store.tool_runs(timeout) as tool_runs:
             async for stored in store.stream_sessions(where or SessionFilter()):
@@ -201,13 +228,30 @@ async def review(
                                     seen_events=len(stored.events)),
                         policy, now=clock, trigger=HealTrigger.REVIEW, tool_runs=tool_runs,
                         plan=False)
-                    report.calls.extend(review_entries(stored.events, decision.findings,
-                                                       stored.key))
+                    entries = review_entries(stored.events, decision.findings, stored.key)
                 except (TypeError, AttributeError, ValueError):
                     report.damaged_sessions += 1
+                    continue
+                if reconciler is not None and entries:
+                    kept = await _unsettled(reconciler, policy, entries)
+                    report.settled_by_hooks = (report.settled_by_hooks or 0) + (
+                        len(entries) - len(kept))
+                    entries = kept
+                report.calls.extend(entries)
     finally:
         await store.close()
     return report
+
+
+async def _unsettled(reconciler: HookReconciler, policy: HealPolicy,
+                     entries: list[ReviewEntry]) -> list[ReviewEntry]:
+    """The entries no reconcile hook could settle (see :func:`review`)."""
+    asked = [e for e in entries if in_doubt(CallOutcome(e.outcome), e.tool_name, policy)]
+    if not asked:
+        return entries
+    answers = await reconciler.settle([e.doubt() for e in asked])
+    return [e for e in entries
+            if settled_outcome(CallOutcome(e.outcome), answers.get(e.idempotency_key)) is None]
 
 
 def _answers(stored: StoredSession, call_id: str) -> bool:

@@ -43,6 +43,7 @@ from ..store.incremental import (
 )
 from ..store.ledger.heal_ledger import SqlHealLedger
 from ..store.ledger.revisions import Feature
+from ..store.reconcile_hooks import HookReconciler
 from ..store.urls import StoreUrl
 from .scan_report import ScanReport, SupersededEntry
 
@@ -152,6 +153,7 @@ async def scan_sessions(
         progress.start(report.sessions_scanned)
     planned: list[SessionHeals] = []
     streamed = _Streamed()
+    reconciler = HookReconciler(policy) if policy.reconcile else None
     # Fewer garbage collections while rows are decoded (see adk_session_heal.store.collector).
     with _fewer_collections():
         # Closed as soon as the loop ends, also on an error: a stream left open holds its
@@ -172,7 +174,7 @@ async def scan_sessions(
                             SessionView(key, stored.events, STORED_JSON,
                                         seen_events=len(stored.events)),
                             policy, now=now, trigger=HealTrigger.REPAIR, tool_runs=tool_runs,
-                            plan=planning, run_id=run_id)
+                            plan=planning, run_id=run_id, reconciler=reconciler)
                         report.add(key, rows, decision.findings)
                     except (TypeError, AttributeError, ValueError) as exc:
                         damaged = _malformed_rows(stored.events, exc)

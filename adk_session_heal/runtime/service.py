@@ -83,7 +83,7 @@ from ..core.tool_runs import ToolRunReader
 from ..errors import HealWriteError
 from ..observe import report_heal, report_removal
 from ..policy import HealPolicy
-from .reconcile import HookReconciler
+from ..store.reconcile_hooks import HookReconciler
 
 if TYPE_CHECKING:
     from ..store import SessionStore
@@ -457,9 +457,11 @@ class HealingSessionService(BaseSessionService):
         view = SessionView(SessionKey.of(session), events, ADK_EVENTS,
                            seen_events=len(session.events) if whole else None,
                            before=len(session.events))
+        # Each hook is asked once per read, also when the session is decided twice.
+        reconciler = self._reconciler.once() if self._reconciler is not None else None
         checked = await decide_unless_clean(view, self.policy, known=self._clean.get(view.key),
                                             now=now, trigger=trigger, tool_runs=self._tool_runs,
-                                            reconciler=self._reconciler)
+                                            reconciler=reconciler)
         if checked.clean is not None:
             self._remember(view.key, checked.clean)
         decision = checked.decision
@@ -470,7 +472,7 @@ class HealingSessionService(BaseSessionService):
             view = replace(view, events=session.events, seen_events=len(session.events),
                            before=len(session.events))
             decision = await decide(view, self.policy, now=now, trigger=trigger,
-                                    tool_runs=self._tool_runs, reconciler=self._reconciler)
+                                    tool_runs=self._tool_runs, reconciler=reconciler)
         return decision.heals
 
     def _ledger_in_transaction(self, store: SessionStore) -> bool:

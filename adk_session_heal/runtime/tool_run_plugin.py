@@ -110,8 +110,8 @@ from ..core.tool_runs import (
 )
 from ..errors import HealError
 from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy
+from ..store.reconcile_hooks import HookReconciler
 from .idempotency import idempotency_key
-from .reconcile import HookReconciler
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -468,10 +468,11 @@ class ToolRunLedgerPlugin(BasePlugin):
                 assert run is not None and outcome is not None
                 recovered = run.result if run.state is RunState.FINISHED else None
                 if outcome is CallOutcome.MAY_HAVE_RUN and tool.name in self.policy.reconcile:
-                    answers = await HookReconciler(self.policy).settle([DoubtfulCall(
-                        session.app_name, session.user_id, session.session_id, call_id,
-                        tool.name, idempotency_key(tool_context))])
-                    settled = settled_outcome(outcome, answers[call_id])
+                    doubt = DoubtfulCall(session.app_name, session.user_id,
+                                         session.session_id, call_id, tool.name,
+                                         idempotency_key(tool_context))
+                    answers = await HookReconciler(self.policy).settle([doubt])
+                    settled = settled_outcome(outcome, answers[doubt.idempotency_key])
                     if settled is not None:
                         outcome, recovered = settled
                 if outcome is CallOutcome.NOT_STARTED:  # the real system says it never ran

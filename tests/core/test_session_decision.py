@@ -358,7 +358,7 @@ async def test_the_real_system_is_asked_only_about_calls_healed_now() -> None:
     """A call the wrapper leaves to the resume (resumable_app) is not reconciled; repair,
     which heals it, asks its hook once."""
     from adk_session_heal.policy import DoubtfulCall, Reconciliation, settled
-    from adk_session_heal.runtime.reconcile import HookReconciler
+    from adk_session_heal.store.reconcile_hooks import HookReconciler
 
     interrupted = History(start=NOW - 7200)
     interrupted.user("send 5")

@@ -1,8 +1,10 @@
 """Asking the policy's reconcile hooks about calls in doubt, each bounded by a timeout.
 
-:class:`HookReconciler` is the :class:`~adk_session_heal.core.reconcile.Reconciler`
-the wrapper hands the decision, and ``ToolRunLedgerPlugin`` asks before it
-answers a replayed call. Each call's hook runs at most
+A hook asks the real system (a payment API, a ticketing system) what happened:
+I/O outside the session store, so it lives beside the store's. :class:`HookReconciler`
+is the :class:`~adk_session_heal.core.reconcile.Reconciler` that the wrapper,
+``scan``/``repair`` and ``review`` hand the decision, and ``ToolRunLedgerPlugin``
+asks before it answers a replayed call. Each call's hook runs at most
 ``HealPolicy.reconcile_timeout`` seconds; the hooks of one session run
 together. A hook that raises, returns something other than a
 :class:`~adk_session_heal.policy.Reconciliation` or runs out of time gives
@@ -31,11 +33,31 @@ class HookReconciler:
 
     def __init__(self, policy: HealPolicy) -> None:
         self.policy = policy
+        self._answers: dict[str, Reconciliation] | None = None
+
+    def once(self) -> HookReconciler:
+        """A reconciler over the same hooks that asks about each call at most once.
+
+        For one read that decides a session twice (the wrapper, after taking
+        back a heal a late result superseded): the second decision gets the
+        first one's answers.
+        """
+        remembering = HookReconciler(self.policy)
+        remembering._answers = {}
+        return remembering
 
     async def settle(self, calls: Sequence[DoubtfulCall]) -> Mapping[str, Reconciliation]:
-        """Returns each call's answer by call id (``UNKNOWN`` where its hook failed)."""
-        answers = await asyncio.gather(*(self._ask(call) for call in calls))
-        return {call.call_id: answer for call, answer in zip(calls, answers, strict=True)}
+        """Returns each call's answer by its idempotency key (``UNKNOWN`` where its hook failed).
+
+        By key, not by call id: a session may reuse a call id in another
+        invocation, and each call is asked about on its own.
+        """
+        known = self._answers if self._answers is not None else {}
+        asking = [call for call in calls if call.idempotency_key not in known]
+        answers = await asyncio.gather(*(self._ask(call) for call in asking))
+        known.update((call.idempotency_key, answer)
+                     for call, answer in zip(asking, answers, strict=True))
+        return {call.idempotency_key: known[call.idempotency_key] for call in calls}
 
     async def _ask(self, call: DoubtfulCall) -> Reconciliation:
         hook = self.policy.reconcile.get(call.tool_name)

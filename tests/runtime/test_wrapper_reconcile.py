@@ -1,10 +1,8 @@
-"""Tests for runtime/reconcile.py: reconcile hooks asked about calls in doubt, and the wrapper's
-heal of such a call settled by the real system (a real SQLite session store and ledger)."""
+"""Tests for the wrapper's heal of a call in doubt settled by the real system through its
+reconcile hook (runtime/service.py; a real SQLite session store and ledger)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from typing import Any
 
@@ -24,56 +22,9 @@ from adk_session_heal.policy import (
     DoubtfulCall,
     HealPolicy,
     Reconciliation,
-    Settled,
     settled,
 )
-from adk_session_heal.runtime.reconcile import HookReconciler
 from adk_session_heal.testing import History
-
-CALL = DoubtfulCall(APP, USER, "s-1", "c-1", "charge_card", "k" * 40)
-
-
-async def _answer(hook: Any, timeout: float = 5.0) -> Reconciliation:
-    policy = HealPolicy(reconcile={"charge_card": hook}, reconcile_timeout=timeout)
-    return (await HookReconciler(policy).settle([CALL]))["c-1"]
-
-
-async def test_a_hook_s_answer_is_returned_by_call_id() -> None:
-    """What the hook settles is what the reconciler returns, for that call."""
-    async def found(call: DoubtfulCall) -> Reconciliation:
-        return settled({"receipt": call.idempotency_key[:4]})
-
-    async def gone(call: DoubtfulCall) -> Reconciliation:
-        return settled(happened=False)
-
-    assert await _answer(found) == Reconciliation(Settled.FINISHED, {"receipt": "kkkk"})
-    assert await _answer(gone) == Reconciliation(Settled.DID_NOT_HAPPEN)
-
-
-@pytest.mark.parametrize("failure", ["raises", "too_slow", "wrong_type"])
-async def test_a_hook_that_fails_leaves_the_call_in_doubt(
-        failure: str, caplog: pytest.LogCaptureFixture) -> None:
-    """A hook that raises, outlasts its timeout or returns something else: unknown, logged."""
-    async def hook(call: DoubtfulCall) -> Any:
-        if failure == "raises":
-            raise ConnectionError("payments API down")
-        if failure == "too_slow":
-            await asyncio.sleep(10)
-        return {"receipt": "r-1"}
-
-    started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
-        answer = await _answer(hook, timeout=0.2)
-    assert answer == Reconciliation(Settled.UNKNOWN)
-    assert time.monotonic() - started < 5
-    assert "charge_card#c-1" in caplog.text and "may have run" in caplog.text
-
-
-def test_the_policy_refuses_a_timeout_that_is_not_positive() -> None:
-    """reconcile_timeout=0 would settle nothing: refused when the policy is made."""
-    with pytest.raises(ValueError, match="reconcile_timeout"):
-        HealPolicy(reconcile_timeout=0)
-
 
 SQLITE = pytest.mark.parametrize("adk_store", ["db_sqlite"], indirect=True)
 
@@ -157,3 +108,44 @@ async def test_without_a_ledger_a_dead_call_is_still_settled_by_its_hook(
     assert stored is not None
     (heal,) = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
     assert heal.get_function_responses()[0].response == {"receipt": "r-c-7"}
+
+
+@SQLITE
+async def test_a_read_that_takes_back_a_heal_asks_each_hook_once(adk_store: Store) -> None:
+    """A read that takes back a heal a late result superseded decides the session twice; the
+    charge in doubt in it is asked about once, and healed with the hook's receipt."""
+    history = History(start=time.time() - 600)
+    history.user("weather?")
+    history.calls(("get_weather", {}), ids=["w-1"])
+    history.user("next")  # supersedes w-1
+    first = len(history.events)
+    history.respond(("w-1", "get_weather", {"forecast": "sunny"}))  # its late real result
+    history.calls(("charge_card", {"amount": 5}), ids=["c-1"])
+    history.user("again?")  # supersedes c-1
+    service = adk_store.service()
+    session = await service.create_session(app_name=APP, user_id=USER)
+    for event in history.events[:first]:
+        await service.append_event(session, event)
+    healing = HealingSessionService(adk_store.service(), HealPolicy(clock_skew=0))
+    healed = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    await healing.close()
+    assert healed is not None and len(healed.events) == first + 1  # w-1 healed
+    for event in history.events[first:]:
+        await service.append_event(healed, event)
+    await close(service)
+    asked: list[str] = []
+
+    async def charge_made(call: DoubtfulCall) -> Reconciliation:
+        asked.append(call.call_id)
+        return settled({"receipt": "r-1"})
+
+    healing = HealingSessionService(adk_store.service(), HealPolicy(
+        clock_skew=0, reconcile={"charge_card": charge_made}))
+    try:
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    finally:
+        await healing.close()
+    assert stored is not None and asked == ["c-1"]
+    heals = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
+    assert [r.response for e in heals for r in e.get_function_responses()] == [
+        {"receipt": "r-1"}]

@@ -35,6 +35,10 @@ missing or broken), installs this checkout into it, and runs, per version:
   ``append_event`` (as an encrypting store is): a real ``Runner`` turn heals as
   it reads, the heal is stored right after its call, before the later turns,
   and the runner appends on (``sorted_check.py``);
+* ``replay``: a resumable app with ``ToolRunLedgerPlugin``, killed at each point
+  of a tool turn and resumed by that ADK's ``Runner`` from another process, makes
+  each side effect at most once (ADK alone makes a finished one twice);
+  ``n/a`` on an ADK without resumable apps (``replay_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -109,7 +113,9 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper", "incremental")
-VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted", "replay")
+NOT_APPLICABLE = "n/a"
+"""A check's result where that ADK lacks what it checks (no resumable apps: ``replay``)."""
 
 
 class StepFailed(Exception):
@@ -322,6 +328,12 @@ def install_package(env: Env, wheel: Path) -> None:
         raise StepFailed(f"install: google-adk is now {now}, not {env.version}")
 
 
+def _replay(env: Env) -> str:
+    """``replay``: pass, or :data:`NOT_APPLICABLE` on an ADK without resumable apps."""
+    printed = last_json("replay", run_step("replay", [env.python, str(HERE / "replay_check.py")]))
+    return "pass" if printed.get("resumable") else f"{NOT_APPLICABLE} (no resumable apps)"
+
+
 def prepare(env: Env, wheel: Path) -> None:
     """Builds or reuses the environment, then runs the per-version checks."""
     started = time.monotonic()
@@ -334,6 +346,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("rerun", lambda: run_step("rerun", [env.python, str(HERE / "rerun_check.py")])),
         ("odd", lambda: run_step("odd", [env.python, str(HERE / "odd_check.py")])),
         ("sorted", lambda: run_step("sorted", [env.python, str(HERE / "sorted_check.py")])),
+        ("replay", lambda: _replay(env)),
     ]
     try:
         ensure_venv(env)
@@ -344,12 +357,11 @@ def prepare(env: Env, wheel: Path) -> None:
         env.seconds = time.monotonic() - started
         return
     for name, step in steps:
-        if name in ("api", "order", "late", "rerun", "odd", "sorted") and not env.usable:
+        if name in VERSION_CHECKS[2:] and not env.usable:
             env.results[name] = "skipped (not installed)"
             continue
         try:
-            step()
-            env.results[name] = "pass"
+            env.results[name] = step() or "pass"
         except StepFailed as exc:
             env.results[name] = f"FAIL {exc}"
     env.seconds = time.monotonic() - started
@@ -607,6 +619,8 @@ def plan_cells(envs: Sequence[Env], backends: Sequence[str]) -> list[Cell]:
 
 
 def _short(result: str) -> str:
+    if result.startswith(NOT_APPLICABLE):
+        return NOT_APPLICABLE
     return "pass" if result == "pass" else ("FAIL" if result.startswith("FAIL") else "skip")
 
 

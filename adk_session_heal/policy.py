@@ -273,8 +273,9 @@ def settled(result: Mapping[str, Any] | None = None, *, happened: bool | None = 
     return Reconciliation(Settled.FINISHED, dict(result or {}))
 
 
-ReconcileHook = Callable[[DoubtfulCall], Awaitable[Reconciliation]]
-"""Asks the real system what became of a call that may have run (by its idempotency key)."""
+ReconcileHook = Callable[[DoubtfulCall], Awaitable[Reconciliation] | Reconciliation]
+"""Asks the real system what became of a call that may have run (by its idempotency key):
+``async``, or a plain function (run in a worker thread)."""
 
 DEFAULT_RECONCILE_TIMEOUT = 5.0
 """Seconds a reconcile hook may take before its call stays ``may_have_run``."""

@@ -282,8 +282,19 @@ def load_hooks(reference: str) -> HealPolicy:
 
 
 def _hooks(ctx: click.Context, param: click.Parameter, value: str | None) -> HealPolicy | None:
+    """``--reconcile``: the hooks, and their failures shown on stderr (one line each)."""
     _as_typed(ctx, param, value)
-    return None if value is None else load_hooks(value)
+    if value is None:
+        return None
+    hooks = load_hooks(value)
+    reconcile_logger = logging.getLogger("adk_session_heal.reconcile")
+    if not ctx.meta.get(_DEBUG):  # --debug shows them already
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("Warning: %(message)s"))
+        reconcile_logger.addHandler(handler)
+        ctx.call_on_close(lambda: reconcile_logger.removeHandler(handler))
+    return hooks
 
 
 def _reconcile(command: F) -> F:

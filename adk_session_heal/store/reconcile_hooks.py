@@ -6,20 +6,27 @@ is the :class:`~adk_session_heal.core.reconcile.Reconciler` that the wrapper,
 ``scan``/``repair`` and ``review`` hand the decision, and ``ToolRunLedgerPlugin``
 asks before it answers a replayed call. Each call's hook runs at most
 ``HealPolicy.reconcile_timeout`` seconds; the hooks of one session run
-together. A hook that raises, returns something other than a
+together. A hook may be ``async`` or a plain function, which runs in a worker
+thread so that a blocking HTTP client does not hold the event loop (after its
+timeout the thread is left to finish; its answer is dropped). A hook that
+raises, returns something other than a
 :class:`~adk_session_heal.policy.Reconciliation` or runs out of time gives
-``UNKNOWN`` (the call stays ``may_have_run``), with one log line.
+``UNKNOWN`` (the call stays ``may_have_run``), with one warning line on the
+``adk_session_heal.reconcile`` logger (the traceback at ``DEBUG``), which the
+command line prints when it is given hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..policy import DoubtfulCall, HealPolicy, Reconciliation, Settled
 
-logger = logging.getLogger("adk_session_heal")
+logger = logging.getLogger("adk_session_heal.reconcile")
 
 _UNKNOWN = Reconciliation(Settled.UNKNOWN)
 
@@ -64,15 +71,17 @@ class HookReconciler:
         if hook is None:
             return _UNKNOWN
         try:
-            answer = await asyncio.wait_for(hook(call), self.policy.reconcile_timeout)
+            answer = await asyncio.wait_for(_answer_of(hook, call), self.policy.reconcile_timeout)
         except TimeoutError:
             logger.warning("adk_session_heal: the reconcile hook of %s#%s took longer than %ss;"
                            " the call may have run", call.tool_name, call.call_id,
                            self.policy.reconcile_timeout)
             return _UNKNOWN
-        except Exception:
-            logger.exception("adk_session_heal: the reconcile hook of %s#%s raised; the call "
-                             "may have run", call.tool_name, call.call_id)
+        except Exception as exc:
+            logger.warning("adk_session_heal: the reconcile hook of %s#%s raised %s: %s; the "
+                           "call may have run", call.tool_name, call.call_id,
+                           type(exc).__name__, exc)
+            logger.debug("the reconcile hook's traceback", exc_info=True)
             return _UNKNOWN
         if not isinstance(answer, Reconciliation):
             logger.warning("adk_session_heal: the reconcile hook of %s#%s returned %s, not a "
@@ -80,3 +89,12 @@ class HookReconciler:
                            call.tool_name, call.call_id, type(answer).__name__)
             return _UNKNOWN
         return answer
+
+
+async def _answer_of(hook: Any, call: DoubtfulCall) -> Any:
+    """Runs one hook: awaited when async, in a worker thread when a plain function."""
+    if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(
+            getattr(hook, "__call__", None)):
+        return await hook(call)
+    answer = await asyncio.to_thread(hook, call)
+    return await answer if inspect.isawaitable(answer) else answer

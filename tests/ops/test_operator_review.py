@@ -241,3 +241,20 @@ async def test_a_bad_reconcile_reference_is_one_line(
             assert_one_line_error(result, "--reconcile", *words)
     finally:
         sys.modules.pop(broken, None)
+
+
+@SQLITE
+async def test_a_failing_hook_is_one_warning_line_and_the_call_stays_listed(
+        adk_store: Store, hooks_module: str, tmp_path: Path) -> None:
+    """A hook that raises: the run goes on (exit 0), stderr says which hook failed and why in
+    one line, no traceback, and the call is listed for a person."""
+    await _dead_store(adk_store)
+    (tmp_path / "receipts.json").write_text("not json")
+    listed = cli("review", adk_store.url, "--reconcile", f"{hooks_module}:HOOKS")
+    assert listed.exit_code == 0, listed.output
+    warnings = [line for line in listed.stderr.splitlines() if line.startswith("Warning:")]
+    assert warnings == ["Warning: adk_session_heal: the reconcile hook of charge_card#pay-1 "
+                        "raised JSONDecodeError: Expecting value: line 1 column 1 (char 0); "
+                        "the call may have run"]
+    assert "Traceback" not in listed.stderr
+    assert "pay-1" in listed.stdout

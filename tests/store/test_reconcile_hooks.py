@@ -58,3 +58,28 @@ def test_the_policy_refuses_a_timeout_that_is_not_positive() -> None:
     """reconcile_timeout=0 would settle nothing: refused when the policy is made."""
     with pytest.raises(ValueError, match="reconcile_timeout"):
         HealPolicy(reconcile_timeout=0)
+
+
+async def test_a_plain_function_hook_runs_in_a_thread_within_its_timeout() -> None:
+    """A plain def hook (a blocking HTTP client, say) is answered like an async one, off the
+    event loop; one that blocks past its timeout gives unknown while the loop goes on."""
+    def found(call: DoubtfulCall) -> Reconciliation:
+        return settled({"receipt": call.call_id})
+
+    def blocking(call: DoubtfulCall) -> Reconciliation:
+        time.sleep(1.0)
+        return settled({"receipt": "late"})
+
+    assert await _answer(found) == Reconciliation(Settled.FINISHED, {"receipt": "c-1"})
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticker = asyncio.create_task(ticking())
+    assert await _answer(blocking, timeout=0.3) == Reconciliation(Settled.UNKNOWN)
+    ticker.cancel()
+    assert ticks > 5  # the loop ran while the hook blocked its thread

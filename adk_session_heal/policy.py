@@ -348,7 +348,8 @@ class HealPolicy:
             run ended without a result), a hook per tool name that asks the
             real system what happened, by the call's idempotency key, and
             returns :func:`settled` (its real result), ``settled(happened=False)``
-            or ``settled(happened=None)``. The wrapper asks before it heals, and
+            or ``settled(happened=None)``. The wrapper, ``scan`` and ``repair``
+            ask before they heal, ``review`` before it lists, and
             ``ToolRunLedgerPlugin`` before it answers a replayed call; a result
             becomes the answer, "did not happen" answers ``not_started`` (or
             lets a replay run), and a hook that raises, returns anything else

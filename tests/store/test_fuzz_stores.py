@@ -55,7 +55,7 @@ from ugly_histories import UGLY_OPS, Op, build_ugly, describe
 
 from adk_session_heal import ScanOptions
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
-from adk_session_heal.core.findings import HEALABLE, SessionFindings, classify
+from adk_session_heal.core.findings import HEALABLE, CallStatus, SessionFindings, classify
 from adk_session_heal.core.heal_plan import plan_heals
 from adk_session_heal.core.heal_record import HealRecord
 from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
@@ -312,10 +312,12 @@ class Baseline:
                 if anchors.get(event_id, event_id) != event_id}
 
     @property
-    def beside_idless(self) -> set[str]:
-        """Ids of dead calls whose event also holds an id-less call (never healed)."""
-        idless_events = {c.event_id for c in self.findings.calls if not c.call_id}
-        return {call_id for event_id, call_id in self.dead if event_id in idless_events}
+    def beside_unhealed(self) -> set[str]:
+        """Ids of dead calls whose event also holds a call never healed: one without an id
+        (nothing could name its answer), or a malformed one (an empty name, say)."""
+        unhealed_events = {c.event_id for c in self.findings.calls
+                           if not c.call_id or c.status is CallStatus.MALFORMED}
+        return {call_id for event_id, call_id in self.dead if event_id in unhealed_events}
 
     @property
     def live_siblings(self) -> set[str]:
@@ -451,8 +453,9 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
     * (not here) a heal read after the next event, see :func:`crowded_calls`.
     In every case ``check_session`` also checks the request ADK builds from the stored
     events, where no provider may reject a healed call.
-    * Gemini, a dead call beside an id-less call in one event: the id-less call is never
-      healed (nothing could name its answer), so that turn keeps too few responses.
+    * Gemini, a dead call beside an id-less or malformed call (an empty name) in one
+      event: that call is never healed (nothing could name its answer; no provider takes
+      it, see ``core/unhealable.py``), so that turn keeps too few responses.
     * OpenAI Responses, parallel calls sharing one id: each gets its own answer, but
       outputs pair by ``call_id``, so one call reads as unanswered and the other as
       answered twice (a ``call_id`` must be unique there; such a history cannot be sent).
@@ -463,8 +466,8 @@ def known_gap(base: Baseline, provider: str, code: str, call_id: str) -> bool:
             "orphaned_result", "unanswered_call", "count_mismatch"):
         return True  # the heal sits with the sibling's late answer, after a model event
     if provider == "gemini":
-        if code == "count_mismatch" and call_id in base.beside_idless:
-            return True  # the id-less sibling is never healed, so its turn stays short
+        if code == "count_mismatch" and call_id in base.beside_unhealed:
+            return True  # the id-less or malformed sibling is never healed: its turn stays short
         return code in ("orphaned_result", "count_mismatch") and call_id in base.live_siblings
     if provider == "openai_responses":
         return code in ("duplicate_result", "unanswered_call") and call_id in base.shared_ids

@@ -298,7 +298,7 @@ class _Jsonb(_Json):
         return (f"NOT ({v} ?| array['function_call', 'function_response', "
                 "'functionCall', 'functionResponse'])")
 
-    # Containment and key tests read jsonb in place; ``#>`` to an object copies it out
+    # Containment and key tests read jsonb in place; ``->`` to an object copies it out
     # (a function response may be large), so the common checks avoid it.
 
     def parts_array(self, doc: str) -> str:
@@ -308,7 +308,7 @@ class _Jsonb(_Json):
     def awaiting(self, doc: str) -> str:
         """A confirmation or credential asked for (values other than ``{}`` and null)."""
         return " OR ".join(
-            f"COALESCE(({doc} #> '{{actions,{key}}}') NOT IN ('{{}}'::jsonb, 'null'::jsonb), "
+            f"COALESCE(({self.at(doc, ('actions', key))}) NOT IN ('{{}}'::jsonb, 'null'::jsonb), "
             "FALSE)"
             for key in ("requested_tool_confirmations", "requested_auth_configs",
                         "requestedToolConfirmations", "requestedAuthConfigs"))
@@ -326,11 +326,16 @@ class _Jsonb(_Json):
         """True when the key exists (a top-level key: ``?``)."""
         if len(keys) == 1:
             return f"({doc} ? '{keys[0]}')"
-        return f"({doc} #> {self.path(keys)}) IS NOT NULL"
+        return f"({self.at(doc, keys)}) IS NOT NULL"
 
-    def path(self, keys: tuple[str, ...]) -> str:
-        """A ``#>`` path literal."""
-        return "'{" + ",".join(keys) + "}'"
+    def at(self, doc: str, keys: tuple[str, ...]) -> str:
+        """The value at ``keys`` (NULL when absent), as a chain of ``->``.
+
+        Every key is a name, never an array index, so this reads what ``#>``
+        reads; ``->`` with a text key skips parsing a path array at each row
+        (measured: the row checks' CPU 0.15-0.16 -> 0.14 s on 100k events).
+        """
+        return doc + "".join(f" -> '{key}'" for key in keys)
 
     def type_is(self, doc: str, keys: tuple[str, ...], *names: str) -> str:
         """True when the value at ``keys`` is of one of the JSON types ``names``."""
@@ -338,20 +343,20 @@ class _Jsonb(_Json):
 
     def typeof(self, doc: str, keys: tuple[str, ...]) -> str:
         """The ``jsonb_typeof`` of the value at ``keys``."""
-        return f"jsonb_typeof({doc} #> {self.path(keys)})" if keys else f"jsonb_typeof({doc})"
+        return f"jsonb_typeof({self.at(doc, keys)})" if keys else f"jsonb_typeof({doc})"
 
 
     def is_false(self, doc: str, keys: tuple[str, ...]) -> str:
         """True when the value at ``keys`` is ``false``."""
-        return f"({doc} #> {self.path(keys)}) = 'false'::jsonb"
+        return f"({self.at(doc, keys)}) = 'false'::jsonb"
 
     def text(self, doc: str, keys: tuple[str, ...]) -> str:
         """The string at ``keys`` as text."""
-        return f"({doc} #>> {self.path(keys)})"
+        return f"({self.at(doc, keys[:-1])} ->> '{keys[-1]}')"
 
     def length(self, doc: str, keys: tuple[str, ...]) -> str:
         """The length of the array at ``keys``."""
-        return f"jsonb_array_length({doc} #> {self.path(keys)})"
+        return f"jsonb_array_length({self.at(doc, keys)})"
 
     def readable(self, doc: str) -> str:
         """``jsonb`` is always readable JSON (SQL NULL aside)."""
@@ -359,7 +364,7 @@ class _Jsonb(_Json):
 
     def elements(self, doc: str, alias: str) -> tuple[str, str, str]:
         """``jsonb_array_elements`` over ``content.parts``."""
-        return (f"LATERAL jsonb_array_elements({doc} #> '{{content,parts}}') AS {alias}(v)",
+        return (f"LATERAL jsonb_array_elements({self.at(doc, ('content', 'parts'))}) AS {alias}(v)",
                 f"{alias}.v", f"jsonb_typeof({alias}.v)")
 
     def element_type_is(self, type_expr: str, name: str) -> str:
@@ -442,8 +447,27 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
     )
     v = "v"
     obj = j.element_type_is("vt", "object")
-    call_here = j.has_value(v, "function_call")
-    response_here = j.has_value(v, "function_response")
+    if j.text_stored:
+        call_here = j.has_value(v, "function_call")
+        response_here = j.has_value(v, "function_response")
+        call_id = j.exact(j.text(v, ("function_call", "id")))
+        response_id = j.exact(j.text(v, ("function_response", "id")))
+        call_ok = _well_formed(j, v, "function_call")
+        response_ok = _well_formed(j, v, "function_response")
+        source_parts = "elements"
+    else:
+        # PostgreSQL: each part's call and response are read out once, as columns of
+        # jsonb_to_record (a JSON null is SQL NULL there, as has_value wants), so the
+        # aggregates below compare columns instead of reading the part again at every
+        # reference (the planner repeats an inlined expression at each use).
+        call, response = "f.function_call", "f.function_response"
+        call_here, response_here = f"{call} IS NOT NULL", f"{response} IS NOT NULL"
+        call_id, response_id = j.text(call, ("id",)), j.text(response, ("id",))
+        call_ok, response_ok = _well_formed(j, call, None), _well_formed(j, response, None)
+        source_parts = (
+            f"elements CROSS JOIN LATERAL jsonb_to_record(CASE WHEN {obj} THEN {v} "
+            "ELSE '{}'::jsonb END) AS f(function_call jsonb, function_response jsonb)"
+        )
     parts = (
         "SELECT a, u, s, ts, t, "
         f"CASE WHEN NOT {obj} THEN 'x' "
@@ -456,14 +480,14 @@ def candidates_query(dialect: str, columns: Columns, where: str, *, keys_only: b
                         for key in _FUNCTION_KEYS) + " END AS fk, "
            if j.text_stored else "0 AS fk, ")
         + f"CASE WHEN NOT {obj} THEN NULL "
-        f"WHEN {call_here} THEN {j.exact(j.text(v, ('function_call', 'id')))} "
-        f"ELSE {j.exact(j.text(v, ('function_response', 'id')))} END AS i, "
+        f"WHEN {call_here} THEN {call_id} "
+        f"ELSE {response_id} END AS i, "
         f"CASE WHEN NOT {obj} THEN 0 "
-        f"WHEN {call_here} THEN {_well_formed(j, v, 'function_call')} "
-        f"ELSE {_well_formed(j, v, 'function_response')} END AS ok "
+        f"WHEN {call_here} THEN {call_ok} "
+        f"ELSE {response_ok} END AS ok "
         # Read straight from the parts (no OFFSET 0 fence, which kept PostgreSQL from
         # planning it with parallel workers: 0.31-0.35 -> 0.24-0.29 s on 100k events).
-        "FROM elements"
+        f"FROM {source_parts}"
     )
     if j.recomputes_ctes:
         candidates = [_candidates_read_once()]
@@ -561,12 +585,17 @@ def _empty_parts(dialect: str) -> str:
     return """'{"content": {"parts": []}}'"""
 
 
-def _well_formed(j: _Json, v: str, key: str) -> str:
-    """1 when the part's call or response has a non-empty string id and a string name (if any)."""
+def _well_formed(j: _Json, v: str, key: str | None) -> str:
+    """1 when the part's call or response has a non-empty string id and a string name (if any).
+
+    ``key``: the part's key holding the call or response; ``None`` when ``v`` is
+    that call or response itself.
+    """
+    within = () if key is None else (key,)
     return (
-        f"CASE WHEN {_ok(j.type_is(v, (key, 'id'), 'string'))} "  # so ``key`` is an object
-        f"AND {j.text(v, (key, 'id'))} <> '' "
-        f"AND (NOT {j.present(v, (key, 'name'))} "
-        f"OR {_ok(j.type_is(v, (key, 'name'), 'string', 'null'))}) "
+        f"CASE WHEN {_ok(j.type_is(v, (*within, 'id'), 'string'))} "  # so ``v`` is an object
+        f"AND {j.text(v, (*within, 'id'))} <> '' "
+        f"AND (NOT {j.present(v, (*within, 'name'))} "
+        f"OR {_ok(j.type_is(v, (*within, 'name'), 'string', 'null'))}) "
         "THEN 1 ELSE 0 END"
     )

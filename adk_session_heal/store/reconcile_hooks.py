@@ -93,8 +93,7 @@ class HookReconciler:
 
 async def _answer_of(hook: Any, call: DoubtfulCall) -> Any:
     """Runs one hook: awaited when async, in a worker thread when a plain function."""
-    if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(
-            getattr(hook, "__call__", None)):
+    if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(type(hook).__call__):
         return await hook(call)
     answer = await asyncio.to_thread(hook, call)
     return await answer if inspect.isawaitable(answer) else answer

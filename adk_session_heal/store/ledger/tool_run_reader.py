@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from ...core.tool_runs import ToolRunReader
 from ..base import Layout, SessionStore
 from ..engines import TimeoutArg
 from .revisions import Feature, has
-from .tool_run_redis import RedisToolRunLedger
-from .tool_run_sql import SqlToolRunLedger
+
+if TYPE_CHECKING:  # each imported where it is opened: most stores have neither
+    from .tool_run_redis import RedisToolRunLedger
+    from .tool_run_sql import SqlToolRunLedger
 
 
 @asynccontextmanager
@@ -35,9 +38,13 @@ async def tool_run_reader(store: SessionStore,
     """
     runs: SqlToolRunLedger | RedisToolRunLedger
     if store.url is not None and store.layout is Layout.REDIS:
+        from .tool_run_redis import RedisToolRunLedger
+
         runs = RedisToolRunLedger.from_url(store.url)
     elif store.url is not None and store.layout in (Layout.DATABASE, Layout.ADK_SQLITE) and (
             has(await store.ledger_revision(), Feature.TOOL_RUNS)):
+        from .tool_run_sql import SqlToolRunLedger
+
         runs = SqlToolRunLedger.from_url(store.url, writable=False, timeout=timeout,
                                          engine=store.server_engine())
         if await runs.empty():

@@ -363,7 +363,10 @@ class HealPolicy:
             (``stale``, or ``abandoned`` by the tool-run ledger) to that
             replay, where ``ToolRunLedgerPlugin`` decides whether it runs. It
             is healed once a later invocation supersedes it. ``scan`` and
-            ``repair`` are not affected. Off by default.
+            ``repair`` are not affected. Off by default. Ignored on ADK 2.0
+            and 2.1, whose ``run_async(invocation_id=...)`` starts a new
+            invocation instead of replaying (the call would reach the model
+            unanswered): there the wrapper heals as usual.
     """
 
     stale_after: float | timedelta | None = None

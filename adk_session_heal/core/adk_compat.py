@@ -31,6 +31,13 @@ What differs, and what this module answers for the rest of the package:
   tool callbacks run as for a live call. :func:`run_function_calls` and
   :func:`merge_function_responses` are the only places this package reaches
   into it.
+* **Resuming an invocation.** ``Runner.run_async(invocation_id=...)`` of a
+  resumable app resumes the invocation and runs its unanswered calls again in
+  every supported version but 2.0 and 2.1, where a root ``LlmAgent`` runs as a
+  workflow node that ignores the id and starts a new invocation: the model is
+  then sent the dead call unanswered (measured: ``tests/adk_matrix/replay_check.py``).
+  :data:`RESUME_REPLAYS_CALLS` says which; the wrapper leaves dead calls to a
+  resume (``HealPolicy.resumable_app``) only where it does.
 * **Timestamp columns.** ``DatabaseSessionService`` up to 2.6 stores
   ``events.timestamp`` as naive *local* time (``datetime.fromtimestamp``) and
   reads it back the same way; 2.7 and later store naive UTC. Writers place a
@@ -87,6 +94,9 @@ if TYPE_CHECKING:  # module attributes computed on first access, by __getattr__ 
     """The fields the installed ADK's ``Event`` has."""
     STORES_LOCAL_TIME: bool
     """Whether the installed ``DatabaseSessionService`` stores naive local time (up to 2.6)."""
+    RESUME_REPLAYS_CALLS: bool
+    """Whether the installed ``Runner`` resumes an invocation by running its unanswered calls
+    again (every supported version but 2.0 and 2.1: :func:`resume_replays_calls`)."""
 
 PORTABLE_EVENT_FIELDS: frozenset[str] = frozenset({
     "id", "invocation_id", "author", "branch", "timestamp", "content", "custom_metadata",
@@ -102,14 +112,26 @@ def _stores_local_time() -> bool:
     return _adk_version() < (2, 7)
 
 
+def resume_replays_calls(version: tuple[int, int, int]) -> bool:
+    """Whether ``Runner.run_async(invocation_id=...)`` of that ADK replays unanswered calls.
+
+    2.0 and 2.1 run a root ``LlmAgent`` through ``Runner._run_node_async``,
+    which resolves an invocation only from a function response in the new
+    message: without one it starts a new invocation. 2.2 takes the id.
+    """
+    return not (2, 0) <= version[:2] < (2, 2)
+
+
 _LAZY: dict[str, Callable[[], object]] = {
     "ADK_VERSION": _adk_version, "EVENT_FIELDS": _event_fields,
     "STORES_LOCAL_TIME": _stores_local_time,
+    "RESUME_REPLAYS_CALLS": lambda: resume_replays_calls(_adk_version()),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Computes :data:`ADK_VERSION`, :data:`EVENT_FIELDS` and :data:`STORES_LOCAL_TIME` on use.
+    """Computes :data:`ADK_VERSION`, :data:`EVENT_FIELDS`, :data:`STORES_LOCAL_TIME` and
+    :data:`RESUME_REPLAYS_CALLS` on use.
 
     Raises:
         AttributeError: ``name`` is not one of them.

@@ -18,7 +18,9 @@ none of them classifies or plans on its own. The steps, in order:
    ``rerun_safe_calls``, the dead calls that may simply run again are left for
    the re-run plugin (:mod:`~adk_session_heal.core.rerunnable`); with
    ``resumable_app``, the wrapper leaves the dead calls no later invocation
-   superseded (``stale``, ``abandoned``) to ADK's resume, which replays them;
+   superseded (``stale``, ``abandoned``) to ADK's resume, which replays them
+   (not on ADK 2.0 and 2.1, whose resume does not:
+   :data:`~adk_session_heal.core.adk_compat.RESUME_REPLAYS_CALLS`);
 5. **reconcile**: a dead call still to be healed that is in doubt (it may
    have run, or nothing is known of its run) is settled by the real system
    where the policy has a reconcile hook for its tool
@@ -42,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from ..policy import CallOutcome, HealPolicy
+from . import adk_compat
 from .clean_prefix import CleanPrefix, clean_prefix
 from .event_access import EventAccess
 from .findings import HEALABLE, CallFinding, CallStatus, SessionFindings, classify
@@ -147,7 +150,8 @@ async def decide(
                                   clock_skew=clock_skew)
     if trigger is HealTrigger.GET_SESSION and policy.rerun_safe_calls:
         findings = deferring(findings, rerunnable_calls(events, findings, policy, access=access))
-    if policy.resumable_app and trigger in _WRAPPER and findings.needs_healing:
+    if (policy.resumable_app and trigger in _WRAPPER and findings.needs_healing
+            and adk_compat.RESUME_REPLAYS_CALLS):
         findings = deferring(findings, [c for c in findings.calls if c.status in _RESUMED])
     # Last: only the calls still to be healed now are worth asking the real system about.
     if reconciler is not None and findings.needs_healing and (

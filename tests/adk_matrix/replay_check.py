@@ -23,6 +23,14 @@ the plugin (the contrast: ADK's replay alone runs a finished transfer again), so
 the check fails if that ADK stops replaying. Prints one JSON line: the ADK version and
 per point the transfers made and the answers. Prints ``{"resumable": false}``
 and exits 0 on an ADK without resumable apps. Exits 1 on any other outcome.
+
+ADK 2.0 and 2.1 do not replay: their ``run_async(invocation_id=...)`` starts a
+new invocation, whose model request holds the dead call unanswered
+(``RESUME_REPLAYS_CALLS`` is false there). On those, the resume reads through
+``HealingSessionService`` with ``HealPolicy(resumable_app=True)``, which heals
+there as usual: the call that never started is answered ``not_started`` and
+not made, the finished one with its recorded result, and the new invocation's
+request breaks no provider rule (``"replays": false`` in the JSON line).
 """
 
 from __future__ import annotations
@@ -54,7 +62,8 @@ from google.adk.tools.base_tool import BaseTool  # noqa: E402
 from google.adk.tools.tool_context import ToolContext  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from adk_session_heal.core.adk_compat import ADK_VERSION  # noqa: E402
+from adk_session_heal import HealingSessionService, HealPolicy  # noqa: E402
+from adk_session_heal.core.adk_compat import ADK_VERSION, RESUME_REPLAYS_CALLS  # noqa: E402
 from adk_session_heal.ledger import SqlToolRunLedger  # noqa: E402
 from adk_session_heal.migrate import upgrade  # noqa: E402
 from adk_session_heal.plugins import ToolRunLedgerPlugin, idempotency_key  # noqa: E402
@@ -109,7 +118,7 @@ def _first_reply(batch: bool) -> LlmResponse:
         for amount in (5, 7)]))
 
 
-def _runner(service: DatabaseSessionService, plugins: list[BasePlugin], *, first_turn: bool,
+def _runner(service: Any, plugins: list[BasePlugin], *, first_turn: bool,
             batch: bool) -> Runner:
     script = [_first_reply(batch)] if first_turn else []
     agent = LlmAgent(name="teller", tools=[transfer],
@@ -132,8 +141,12 @@ async def _first_turn(url: str, session_id: str, batch: bool) -> None:
         pass
 
 
-async def _killed_then_resumed(folder: Path, point: str, guarded: bool) -> dict[str, Any]:
-    """Kills the turn at ``point`` in a child, resumes it here; what happened."""
+async def _killed_then_resumed(folder: Path, point: str, guarded: bool,
+                               healing: bool = False) -> dict[str, Any]:
+    """Kills the turn at ``point`` in a child, resumes it here; what happened.
+
+    ``healing``: the resume reads through ``HealingSessionService`` (``resumable_app``).
+    """
     url = f"sqlite+aiosqlite:///{folder / 'sessions.db'}"
     effects = folder / "effects"
     effects.touch()
@@ -156,7 +169,11 @@ async def _killed_then_resumed(folder: Path, point: str, guarded: bool) -> dict[
     try:
         stored = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
         assert stored is not None
-        async for _ in _runner(service, plugins, first_turn=False, batch=batch).run_async(
+        reader: Any = service
+        if healing:
+            reader = HealingSessionService(service, HealPolicy(clock_skew=0, resumable_app=True),
+                                           tool_runs=ledger)
+        async for _ in _runner(reader, plugins, first_turn=False, batch=batch).run_async(
                 user_id=USER, session_id=session.id,
                 invocation_id=stored.events[-1].invocation_id):
             pass
@@ -198,8 +215,31 @@ def _problems(point: str, guarded: dict[str, Any], bare: dict[str, Any]) -> list
     return [f"{point}: {p}: {json.dumps(guarded)}" for p in problems]
 
 
+async def _without_replay() -> int:
+    """ADK 2.0 and 2.1: a finished and an unstarted call, healed by the wrapper on resume."""
+    outcome: dict[str, Any] = {"adk": ADK_VERSION, "resumable": True, "replays": False}
+    problems = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for point, transfers, answer in (("before_start", [], "not_started"),
+                                         ("after_finish", ["5"], SENT)):
+            folder = Path(scratch) / point
+            folder.mkdir()
+            ran = await _killed_then_resumed(folder, point, guarded=True, healing=True)
+            outcome[point] = ran
+            (got,) = ran["answers"].values()
+            if ran["transfers"] != transfers or (
+                    got != answer and got.get("outcome") != answer):
+                problems.append(f"{point}: expected {transfers} and {answer}: {json.dumps(ran)}")
+    print(json.dumps(outcome, sort_keys=True))
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 async def main() -> int:
     """Runs every point with and without the plugin; prints the outcome as one JSON line."""
+    if not RESUME_REPLAYS_CALLS:
+        return await _without_replay()
     outcome: dict[str, Any] = {"adk": ADK_VERSION, "resumable": True}
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -32,6 +32,7 @@ from adk_session_heal.core.adk_compat import (
     STORES_LOCAL_TIME,
     column_to_timestamp,
     readable_event_data,
+    resume_replays_calls,
     timestamp_to_column,
 )
 from adk_session_heal.core.event_access import ADK_EVENTS
@@ -223,3 +224,14 @@ async def test_wrapper_places_heals_after_calls_in_a_store_of_either_convention(
         finally:
             await service.close()
         _assert_heals_right_after_calls(await _rows_in_column_order(store), expected=1)
+
+
+@pytest.mark.parametrize(("version", "replays"), [
+    ((1, 22, 1), True), ((1, 39, 1), True), ((2, 0, 0), False), ((2, 1, 0), False),
+    ((2, 2, 0), True), ((2, 13, 0), True),
+])
+def test_a_resume_replays_calls_on_every_adk_but_2_0_and_2_1(
+        version: tuple[int, int, int], replays: bool) -> None:
+    """2.0 and 2.1 start a new invocation for run_async(invocation_id=...): no replay there
+    (measured on each line by tests/adk_matrix/replay_check.py)."""
+    assert resume_replays_calls(version) is replays

@@ -15,6 +15,7 @@ again, is :mod:`~adk_session_heal.core.idempotency`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from google.adk.events.event import Event
 from google.adk.tools.tool_context import ToolContext
@@ -31,6 +32,10 @@ def idempotency_key(tool_context: ToolContext) -> str:
     another for every other call, including the model's retry. 40 hexadecimal
     characters.
 
+    A generator tool gets, from ADK 2.x, the context of the node ADK runs it
+    as, not the call's: the key is then its call's, found through the node's
+    parent contexts (:func:`_call_id_of`).
+
     Args:
         tool_context: The ``ToolContext`` ADK passes the tool.
 
@@ -38,13 +43,31 @@ def idempotency_key(tool_context: ToolContext) -> str:
         ValueError: The call has no function-call id (ADK gives every call it
             runs one).
     """
-    call_id = tool_context.function_call_id
+    call_id = _call_id_of(tool_context)
     if not call_id:
         raise ValueError("this tool call has no function-call id, so no idempotency key")
     session = tool_context.session
     invocation_id = _call_invocation(session.events, call_id, tool_context.invocation_id)
     return idempotency.idempotency_key(SessionKey(session.app_name, session.user_id, session.id),
                                        invocation_id, call_id)
+
+
+def _call_id_of(context: ToolContext) -> str | None:
+    """The function-call id of the tool call ``context`` runs in, or ``None``.
+
+    A tool's own ``ToolContext`` carries it. ADK 2.x runs a generator tool (in
+    ``run_async``, not live) as a ``FunctionNode`` and passes the function the
+    node's ``Context``, whose ``parent_ctx`` is the call's (``FunctionTool.
+    _run_generator_as_node``): the nearest context up that chain with an id is
+    the call's. ADK 1.x contexts have no ``parent_ctx``.
+    """
+    seen: Any = context
+    while seen is not None:
+        call_id = getattr(seen, "function_call_id", None)
+        if call_id:
+            return str(call_id)
+        seen = getattr(seen, "parent_ctx", None)
+    return None
 
 
 def _call_invocation(events: Sequence[Event], call_id: str, running: str) -> str:

@@ -46,6 +46,31 @@ Before a call is answered "may have run", the tool's reconcile hook
 answer, and "did not happen" lets the call run.
 A call this process announced is a first run and costs no read.
 
+Every kind of tool ADK runs is recorded, keyed (:func:`idempotency_key`) and
+guarded the same way, by its call id:
+
+* a plain ``def``, on the loop or in ADK's thread pool, and ``async`` tools;
+* generator tools, plain or async: ADK 2.x's ``run_async`` runs one as a
+  workflow node between the tool callbacks, storing what it yields before the
+  call's answer; the function gets the node's context, whose call
+  :func:`idempotency_key` finds through its parents;
+* an ``AgentTool``, and a ``mode="single_turn"`` sub-agent (which ADK 2.x
+  offers the model as a tool): the call is guarded by its id in the caller's
+  session; its agent's own tool calls are new calls, recorded with leases of
+  their own (in the ``AgentTool``'s new in-memory session, or in the caller's
+  session for a single-turn agent), and ADK replays the outer call, not them;
+* MCP tools (``McpToolset``): the call is guarded in the client, whatever the
+  server does;
+* a ``LongRunningFunctionTool``, recorded while its function runs; ADK's
+  resume does not run an unanswered long-running call again (it pauses until
+  the call's answer comes), so the guard never sees one: the call stays
+  pending, whatever its record says.
+
+A live-mode (``run_live``) streaming tool, an async generator function, is
+answered "pending" at once: ADK's live caller starts the generator in a task
+of its own and returns that answer, so the record is ``finished`` with it
+(which is what the model got) and the stream's own work holds no lease.
+
 The heartbeat does not run on the runner's event loop, which a tool may block:
 ADK calls a plain ``def`` tool (or generator) on the loop itself unless
 ``RunConfig.tool_thread_pool_config`` sends it to a thread pool (ADK 2.x;
@@ -56,12 +81,9 @@ new engine over the same connection settings, or a new Redis client). It
 starts with the first tool and ends after a minute without one, or on
 :meth:`ToolRunLedgerPlugin.close` once no tool runs (closing never drops a
 running tool's lease: ADK 1.x's ``AgentTool`` closes its parent's plugins).
-Every kind of tool keeps its lease the same way: a plain ``def`` on the loop
-or in ADK's thread pool, ``async`` tools, generator tools, a
-``LongRunningFunctionTool`` while its function runs, an ``AgentTool`` (its
-agent's tools hold leases of their own in its session). A live-mode streaming
-tool is answered "pending" at once, which ends its run.
-The only thing that stops a lease is the run ending:
+Every kind in the list above keeps its lease the same way, however long it runs:
+the lease is held for the task that runs the tool's callbacks, from the start
+record to the end record. The only thing that stops a lease is the run ending:
 
 * the tool returned or raised (the after-tool or error callback records it);
 * the task that ran the tool ended without either (cancelled with its

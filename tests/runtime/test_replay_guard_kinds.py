@@ -288,6 +288,7 @@ async def _long_run_resumed(tmp_path: Path, kind: str, replay_wait: float
         if child.returncode is None:
             child.kill()
         await ended
+        await turn.close()
 
 
 LONG_KINDS = [
@@ -300,8 +301,7 @@ LONG_KINDS = [
     pytest.param("single_turn", marks=pytest.mark.slow),
     pytest.param("mcp", marks=pytest.mark.slow),
 ]
-"""Every kind ADK replays. All slow: these runs leave aiosqlite connections unclosed in this
-process (a ResourceWarning when collected, in whichever test that happens), not yet found."""
+"""Every kind ADK replays (slow: each run lasts four leases and more)."""
 
 
 @pytest.mark.parametrize("kind", LONG_KINDS)

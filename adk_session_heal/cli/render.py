@@ -147,9 +147,14 @@ class _Report(Protocol):
 
 def _print_report(output: str, report: _Report, columns: Sequence[str], *,
                   first: str | None = None) -> None:
-    """Prints a report in a data format, then its summary line (after ``first``, if given)."""
+    """Prints a report in a data format, then its summary line (after ``first``, if given).
+
+    The ``jsonl`` summary line alone needs ``summary_json``, which builds the
+    whole JSON document: no other format pays for it.
+    """
+    header = report.summary_json() if output == "jsonl" else {}
     _print_data(output, [*([first] if first is not None else []), report.summary_line()],
-                report.to_json, report.records, report.summary_json(), columns)
+                report.to_json, report.records, header, columns)
 
 
 def _table(title: str, columns: Sequence[str]) -> Table:

@@ -433,12 +433,19 @@ class StoredJsonAccess:
 
     def steps(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        steps = [
-            json_content_step(None if e.get("partial") else e.get("content")) for e in events
-        ]
-        rewinds = [
-            i for i, e in enumerate(events) if not e.get("content") and self.rewind_target(e)
-        ]
+        steps: list[Step] = []
+        rewinds: list[int] = []
+        step = steps.append
+        for index, event in enumerate(events):  # one pass: a repair reads every event
+            content = event.get("content")
+            if not content:
+                step(EMPTY_STEP)
+                if self.rewind_target(event):
+                    rewinds.append(index)
+            elif event.get("partial"):
+                step(EMPTY_STEP)
+            else:
+                step(json_content_step(content))
         return steps, rewinds
 
     def event_id(self, event: Mapping[str, Any]) -> str:
@@ -495,10 +502,13 @@ class StoredJsonAccess:
         actions = event.get("actions")
         if not actions:
             return ()
-        confirmations = _get(
-            actions, "requested_tool_confirmations", "requestedToolConfirmations"
-        )
-        auth = _get(actions, "requested_auth_configs", "requestedAuthConfigs")
+        get = actions.get  # _get's reads, inline: this runs for every call and response event
+        confirmations = get("requested_tool_confirmations")
+        if confirmations is None:
+            confirmations = get("requestedToolConfirmations")
+        auth = get("requested_auth_configs")
+        if auth is None:
+            auth = get("requestedAuthConfigs")
         if not confirmations and not auth:
             return ()
         return {*(confirmations or ()), *(auth or ())}

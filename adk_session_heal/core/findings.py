@@ -59,6 +59,7 @@ The module is pure: it reads events through an
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -182,8 +183,8 @@ class SessionFindings:
             second and later ones), excluding long-running progress updates.
     """
 
-    __slots__ = ("_all_answered", "_calls", "_factory", "_maybe_dead", "duplicate_responses",
-                 "orphaned_responses")
+    __slots__ = ("_all_answered", "_calls", "_factory", "_maybe_dead", "_read",
+                 "duplicate_responses", "orphaned_responses")
 
     def __init__(
         self,
@@ -216,6 +217,18 @@ class SessionFindings:
         self._all_answered = all_answered
         self.orphaned_responses = tuple(orphaned_responses)
         self.duplicate_responses = tuple(duplicate_responses)
+        self._read: tuple[Sequence[Any], list[Step]] | None = None
+
+    def steps_of(self, events: Sequence[E]) -> list[Step] | None:
+        """Returns each event's call and response parts as classifying read them, or ``None``.
+
+        Planning reads the same parts :func:`classify` read, so a planner given
+        the very events classified (the same object) reuses them instead of
+        walking the events again. ``None`` for other events, or findings not
+        made by :func:`classify` from events with calls.
+        """
+        read = self._read
+        return read[1] if read is not None and read[0] is events else None
 
     @property
     def calls(self) -> tuple[CallFinding, ...]:
@@ -324,6 +337,7 @@ def classify(
     if not rewinds and all(step is EMPTY_STEP for step in steps):
         return _NO_FINDINGS
 
+    read = (events, steps)  # the parts as read, before a rewind empties any
     live = live_mask(events, access, rewinds)
     if live is not None:
         steps = [step if live[i] else EMPTY_STEP for i, step in enumerate(steps)]
@@ -332,13 +346,15 @@ def classify(
         # Every call answered once, no orphan, no duplicate: the healthy session
         # (the wrapper's case on every get_session) is paired only if its
         # per-call findings are asked for.
-        return SessionFindings(
+        healthy = SessionFindings(
             lambda: _call_findings(events, access, pair(steps).occurrences, live, steps,
                                    now=now, stale_age=stale_age, maybe_dead=False),
             maybe_dead=False,
             all_answered=False if live is not None else (
                 lambda: _none_pending(events, access, steps)),
         )
+        healthy._read = read
+        return healthy
     pairing = pair(steps)
 
     maybe_dead = any(o.id and not o.responses for o in pairing.occurrences)
@@ -375,12 +391,14 @@ def classify(
                     involves_heal=involves_heal,
                 )
             )
-    return SessionFindings(
+    findings = SessionFindings(
         build_calls,
         orphaned_responses=orphans,
         duplicate_responses=duplicates,
         maybe_dead=maybe_dead,
     )
+    findings._read = read
+    return findings
 
 
 def _none_pending(events: Sequence[E], access: EventAccess[E], steps: Sequence[Step]) -> bool:
@@ -425,9 +443,13 @@ def _call_findings(
     if maybe_dead:
         for index, step in enumerate(steps):
             if step is not EMPTY_STEP:
-                long_running.update(access.long_running_ids(events[index]))
-                awaiting.update(access.pending_ids(events[index]))
-                healed.update(_healed_calls(access.heal_marker(events[index])))
+                event = events[index]
+                if ids := access.long_running_ids(event):
+                    long_running.update(ids)
+                if ids := access.pending_ids(event):
+                    awaiting.update(ids)
+                if (marker := access.heal_marker(event)) is not None:
+                    healed.update(_healed_calls(marker))
         newest, tail_start, last_counted = supersession_boundary(events, access)
 
     calls: list[CallFinding] = []
@@ -481,15 +503,22 @@ def _call_findings(
         )
 
     if maybe_dead:
-        from .unhealable import judge_unhealable  # it reads this module's statuses
-
-        calls = judge_unhealable(events, access, occurrences, calls, steps, live)
+        calls = _unhealable_judge()(events, access, occurrences, calls, steps, live)
 
     if live is not None:
         calls.extend(_rewound_calls(events, access, live))
         calls.sort(key=lambda c: c.event_index)
 
     return calls
+
+
+@functools.cache
+def _unhealable_judge() -> Callable[..., list[CallFinding]]:
+    """:func:`~.unhealable.judge_unhealable`, imported on first use (it reads this module's
+    statuses), then kept: a repair asks it of every session."""
+    from .unhealable import judge_unhealable
+
+    return judge_unhealable
 
 
 def _healed_calls(marker: Mapping[str, Any] | None) -> Iterator[tuple[str, str]]:

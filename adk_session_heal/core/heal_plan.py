@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -153,12 +153,12 @@ def placement(after_ts: float, next_ts: float | None) -> float:
     return placed
 
 
-def _anchor(steps: Sequence[Step], authors: Sequence[str], index: int) -> int:
+def _anchor(steps: Sequence[Step], author: Callable[[int], str], index: int) -> int:
     """Returns the index of the event a heal of the call event at ``index`` goes after.
 
     Anthropic merges consecutive model events (calls, text) into one turn and
     wants every ``tool_use`` of it answered at the beginning of the next turn.
-    So when the call event is followed by more model events (``authors`` tells
+    So when the call event is followed by more model events (``author`` tells
     them from a user's message) and then by responses, one of them to a call
     of this model turn made at or before ``index``, a heal right after the
     call would split that call from its answer. The heal goes into the
@@ -169,7 +169,7 @@ def _anchor(steps: Sequence[Step], authors: Sequence[str], index: int) -> int:
     its call), so nothing gets worse. Otherwise the call event itself.
     """
     def model(i: int) -> bool:
-        return authors[i] != "user" and not steps[i][1]
+        return not steps[i][1] and author(i) != "user"
 
     first = index
     while first > 0 and model(first - 1):
@@ -231,8 +231,13 @@ def plan_heals(
         return ()
 
     existing_ids = {access.event_id(event) for event in events}
-    steps, _ = access.steps(events)
-    authors = [access.author(event) for event in events]
+    steps = findings.steps_of(events)
+    if steps is None:
+        steps, _ = access.steps(events)
+
+    def author(i: int) -> str:  # read only around each call event
+        return access.author(events[i])
+
     plans: list[HealPlan] = []
     for index in sorted(dead_by_event):
         event = events[index]
@@ -242,7 +247,7 @@ def plan_heals(
         while event_id in existing_ids:
             attempt += 1
             event_id = heal_event_id(app_name, user_id, session_id, call_event_id, attempt)
-        anchor = _anchor(steps, authors, index)
+        anchor = _anchor(steps, author, index)
         anchor_ts = access.timestamp(events[anchor])
         next_ts = access.timestamp(events[anchor + 1]) if anchor + 1 < len(events) else None
         plans.append(

@@ -28,9 +28,10 @@ The module is pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -77,9 +78,15 @@ def event_digest(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+_SCALARS = frozenset({str, int, float, bool})
+"""JSON scalar types: neither a mapping nor a list, so the walks below stop at them at once."""
+
+
 def _without_nulls(value: Any) -> Any:
     """``value`` with every ``null`` object member dropped, at any depth (list items kept)."""
-    if isinstance(value, Mapping):
+    if type(value) in _SCALARS:  # most values: no ABC check
+        return value
+    if type(value) is dict or isinstance(value, Mapping):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_without_nulls(v) for v in value]
@@ -88,7 +95,9 @@ def _without_nulls(value: Any) -> Any:
 
 def _blank(value: Any) -> bool:
     """Whether a value holds nothing: ``null``, ``""``, ``[]``, or an object of blanks."""
-    if isinstance(value, Mapping):
+    if type(value) in _SCALARS:
+        return type(value) is str and not value
+    if type(value) is dict or isinstance(value, Mapping):
         return all(_blank(v) for v in value.values())
     return value is None or value == "" or value == []
 
@@ -151,6 +160,14 @@ def build_marker(
     }
 
 
+@functools.cache
+def _to_jsonable() -> Callable[[Any], Any]:
+    """pydantic's ``to_jsonable_python``, imported by the first heal built: a scan builds none."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python
+
+
 def heal_event_data(
     plan: HealPlan, policy: HealPolicy, *, healed_at: float, resolved_by: str | None = None
 ) -> dict[str, Any]:
@@ -175,8 +192,7 @@ def heal_event_data(
     Returns:
         A new JSON-ready dict with snake_case keys; nothing else is touched.
     """
-    from pydantic_core import to_jsonable_python  # here: a scan builds no heal
-
+    to_jsonable_python = _to_jsonable()
     data: dict[str, Any] = {
         "id": plan.event_id,
         "invocation_id": plan.invocation_id,

@@ -49,6 +49,15 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {plural if plural is not None else noun + 's'}"
 
 
+_ABANDONED, _SUPERSEDED, _STALE, _IN_FLIGHT = (
+    CallStatus.ABANDONED.value, CallStatus.SUPERSEDED.value, CallStatus.STALE.value,
+    CallStatus.IN_FLIGHT.value)
+_PENDING, _ID_LESS, _MALFORMED, _OUT_OF_TURN = (
+    CallStatus.PENDING.value, CallStatus.ID_LESS.value, CallStatus.MALFORMED.value,
+    CallStatus.OUT_OF_TURN.value)
+"""The statuses' values, read once: :func:`call_why` runs for every call a report lists."""
+
+
 def call_why(status: str, pending_reason: str | None, dead_after: float | None,
              run_outcome: str = "unknown", lease_holder: str | None = None) -> str:
     """Returns one line saying why a reported call is (or is not) healed.
@@ -60,29 +69,30 @@ def call_why(status: str, pending_reason: str | None, dead_after: float | None,
         run_outcome: What the tool-run ledger says of the run.
         lease_holder: The live lease's ``host/pid`` keeping the call in flight.
     """
-    limit = "never" if dead_after is None else format_duration(dead_after)
     if lease_holder is not None:
         return f"its tool-run lease is alive ({lease_holder}): still running, not healed"
-    if status == CallStatus.ABANDONED.value:
+    if status == _ABANDONED:
         return f"the tool-run ledger shows nobody runs it ({run_outcome}): dead at once"
-    if status == CallStatus.SUPERSEDED.value:
+    if status == _SUPERSEDED:
         return "a later invocation started: nothing will answer it"
-    if status == CallStatus.STALE.value:
+    if status == _STALE:
+        limit = "never" if dead_after is None else format_duration(dead_after)
         return f"unanswered in the newest invocation for over {limit} (--older-than + --clock-skew)"
-    if status == CallStatus.IN_FLIGHT.value:
+    if status == _IN_FLIGHT:
         if dead_after is None:
             return "newest invocation, no age limit: may still be running (never healed)"
+        limit = format_duration(dead_after)
         return (f"newest invocation, younger than {limit} (--older-than + --clock-skew): "
                 "may still be running; healed once older")
-    if status == CallStatus.PENDING.value:
+    if status == _PENDING:
         return _PENDING_WHY.get(pending_reason or "", f"pending: {pending_reason} (never healed)")
-    if status == CallStatus.ID_LESS.value:
+    if status == _ID_LESS:
         return "no call id: no response can be paired with it (never healed)"
-    if status == CallStatus.MALFORMED.value:
+    if status == _MALFORMED:
         return ("a heal would break the request some ADK builds (no name, an id its event "
                 "repeats or shares with another call event, or such a call's id); ADK 2.10+ "
                 "leaves it out while unanswered (never healed)")
-    if status == CallStatus.OUT_OF_TURN.value:
+    if status == _OUT_OF_TURN:
         return ("Gemini refuses its turn where it stands (after another turn of its agent); "
                 "ADK 2.10+ leaves it out while unanswered (never healed)")
     return status
@@ -115,19 +125,22 @@ def tsv_field(value: Any) -> str:
     comma-joined, objects as compact JSON; tab, newline, CR and backslash escaped
     as ``\\t``, ``\\n``, ``\\r``, ``\\\\``.
     """
+    return _tsv_escaped(_tsv_text(value))
+
+
+def _tsv_text(value: Any) -> str:
+    """Returns one TSV field's text, not yet escaped (see :func:`tsv_field`)."""
+    if type(value) is str:  # most fields: ids, names, times
+        return value
     if value is None:
         return ""
-    if type(value) is str:  # most fields: ids, names, times
-        text = value
-    elif isinstance(value, bool):
+    if isinstance(value, bool):
         return "true" if value else "false"
-    elif isinstance(value, list):
-        text = ",".join(str(item) for item in value)
-    elif isinstance(value, dict):
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    else:
-        text = str(value)
-    return _tsv_escaped(text)
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
 
 
 def _tsv_escaped(text: str) -> str:
@@ -149,9 +162,16 @@ def tsv_lines(records: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iter
     """
     yield "\t".join(columns)
     known = set(columns)
-    field = tsv_field
+    tabs = len(columns) - 1
+    text = _tsv_text
     for record in records:
         if not known.issuperset(record):
             raise ValueError(f"record keys {sorted(record.keys() - known)} have no TSV column")
-        get = record.get
-        yield "\t".join([field(get(column)) for column in columns])
+        fields = [value if type(value) is str else "" if value is None else text(value)
+                  for value in map(record.get, columns)]
+        line = "\t".join(fields)
+        # The line as joined has only its separators' tabs and nothing to escape in almost
+        # every record: then it is already what escaping each field would give.
+        if line.count("\t") != tabs or "\\" in line or "\n" in line or "\r" in line:
+            line = "\t".join([_tsv_escaped(field) for field in fields])
+        yield line

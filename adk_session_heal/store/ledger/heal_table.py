@@ -249,6 +249,19 @@ _JSON_TEXT = frozenset({"call_ids", "tool_names", "effects", "outcomes"})
 """The record's lists, kept as JSON text in a ledger row."""
 
 
+def _json_text(values: list[Any]) -> str:
+    """Returns ``json.dumps(values)`` of one of a record's lists.
+
+    Joined by hand when every item is a string ``json.dumps`` writes as it is
+    (printable ASCII, no quote, no backslash), as ids and names almost always
+    are: a repair writes four of these per heal.
+    """
+    if values and all(type(v) is str and v.isascii() and v.isprintable() and '"' not in v
+                      and "\\" not in v for v in values):
+        return '["' + '", "'.join(values) + '"]'
+    return json.dumps(values)
+
+
 def ledger_row(record: HealRecord, *, with_effects: bool = False) -> dict[str, Any]:
     """Returns the ledger row of one heal (without the surrogate ``id``).
 
@@ -263,7 +276,7 @@ def ledger_row(record: HealRecord, *, with_effects: bool = False) -> dict[str, A
     """
     data = record.to_json()
     columns = (*_LEDGER_COLUMNS, "effects", "outcomes") if with_effects else _LEDGER_COLUMNS
-    row = {key: json.dumps(data[key]) if key in _JSON_TEXT else data[key] for key in columns}
+    row = {key: _json_text(data[key]) if key in _JSON_TEXT else data[key] for key in columns}
     if record.run_id is not None:
         row["run_id"] = record.run_id
     return row

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -496,3 +497,48 @@ async def test_the_tool_run_ledger_records_the_re_run(
     assert run.pid == os.getpid() and run.host != "dead-host"
     assert run.invocation_id == stored.events[-1].invocation_id != crashed.invocation_id
     assert run.result == record and run.finished_at is not None
+
+
+@pytest.mark.parametrize("kind", ["def", "async"])
+async def test_a_call_whose_run_finished_is_answered_with_its_result_not_run_again(
+        kind: str, adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """The process died after the read finished but before its response was stored: the
+    re-run goes through the ledger's replay guard, which answers with the recorded result
+    and does not run the tool a second time."""
+    reads: list[str] = []
+    inner = adk_store.service()
+    crashed = read_customer_died(USER)
+    created = await inner.create_session(app_name=APP, user_id=USER)
+    session = await inner.get_session(app_name=APP, user_id=USER, session_id=created.id)
+    assert session is not None
+    for event in crashed.events:
+        await inner.append_event(session, event)
+    key = SessionKey(APP, USER, session.id)
+    dead_at = time.time() - 600
+    record = {"customer": USER, "plan": "gold", "ssn": "***"}
+    done = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="rc-1",
+                   tool_name="read_customer", invocation_id=crashed.invocation_id,
+                   state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
+                   started_at=dead_at, lease_until=dead_at + 60)
+    await tool_run_ledger.announce([replace(done, state=RunState.ANNOUNCED)])
+    assert await tool_run_ledger.start(done) == 1
+    assert await tool_run_ledger.finish(replace(done, attempt=1), RunState.FINISHED,
+                                        dead_at + 1, json.dumps(record), False)
+    model = ScriptedModel(script=[ScriptedModel.say("Here is your record.")])
+    agent = LlmAgent(name=AGENT, model=model, tools=[customer_tool(kind, reads)])
+    app = App(name=APP, root_agent=agent, plugins=[
+        RerunSafeCallsPlugin(CUSTOMER_POLICY),
+        ToolRunLedgerPlugin(tool_run_ledger, policy=CUSTOMER_POLICY)])
+    runner = Runner(app=app, session_service=HealingSessionService(inner, CUSTOMER_POLICY))
+    message = types.Content(role="user", parts=[types.Part(text="hello?")])
+    try:
+        async for _ in runner.run_async(user_id=USER, session_id=session.id,
+                                        new_message=message):
+            pass
+        stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
+    finally:
+        await close(inner)
+    assert stored is not None and reads == []
+    assert answers(stored.events)["rc-1"] == record
+    run = (await tool_run_ledger.runs(key))["rc-1"]
+    assert run.state is RunState.FINISHED and run.attempt == 1

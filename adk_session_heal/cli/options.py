@@ -19,6 +19,7 @@ import logging
 import shlex
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -268,8 +269,12 @@ def load_hooks(reference: str) -> HealPolicy:
         raise CliError(f"--reconcile {reference}: no module named {exc.name!r} (run from the "
                        "folder that holds it, or set PYTHONPATH)") from exc
     except Exception as exc:  # the user's module raised while it was imported
+        context = click.get_current_context(silent=True)
+        if context is not None and context.meta.get(_DEBUG):
+            traceback.print_exc(file=sys.stderr)
+        # Its type only, as for any unexpected error: its text could quote a password.
         raise CliError(f"--reconcile {reference}: importing {module_name} raised "
-                       f"{type(exc).__name__}: {exc}") from exc
+                       f"{type(exc).__name__} (rerun with --debug to see it)") from exc
     value = getattr(module, name, None)
     if isinstance(value, HealPolicy):
         return HealPolicy(reconcile=value.reconcile, reconcile_timeout=value.reconcile_timeout)

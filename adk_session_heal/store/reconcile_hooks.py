@@ -12,8 +12,9 @@ timeout the thread is left to finish; its answer is dropped). A hook that
 raises, returns something other than a
 :class:`~adk_session_heal.policy.Reconciliation` or runs out of time gives
 ``UNKNOWN`` (the call stays ``may_have_run``), with one warning line on the
-``adk_session_heal.reconcile`` logger (the traceback at ``DEBUG``), which the
-command line prints when it is given hooks.
+``adk_session_heal.reconcile`` logger naming the error's type (its text and
+traceback at ``DEBUG``: an API client's error can quote a URL with a key),
+which the command line prints when it is given hooks.
 """
 
 from __future__ import annotations
@@ -78,10 +79,10 @@ class HookReconciler:
                            self.policy.reconcile_timeout)
             return _UNKNOWN
         except Exception as exc:
-            logger.warning("adk_session_heal: the reconcile hook of %s#%s raised %s: %s; the "
-                           "call may have run", call.tool_name, call.call_id,
-                           type(exc).__name__, exc)
-            logger.debug("the reconcile hook's traceback", exc_info=True)
+            # Its type only: the text of an API client's error can quote a URL with a key in it.
+            logger.warning("adk_session_heal: the reconcile hook of %s#%s raised %s; the call "
+                           "may have run", call.tool_name, call.call_id, type(exc).__name__)
+            logger.debug("the reconcile hook's error", exc_info=True)
             return _UNKNOWN
         if not isinstance(answer, Reconciliation):
             logger.warning("adk_session_heal: the reconcile hook of %s#%s returned %s, not a "

@@ -225,7 +225,7 @@ async def test_the_cli_takes_hooks_by_module_and_name(adk_store: Store, hooks_mo
     ("no_such_module_here:HOOKS", ["no module named 'no_such_module_here'", "PYTHONPATH"]),
     ("{module}:MISSING", ["found nothing", "HealPolicy"]),
     ("{module}:NOT_HOOKS", ["found a int", "mapping of tool names"]),
-    ("{broken}:HOOKS", ["raised RuntimeError: no config"]),
+    ("{broken}:HOOKS", ["raised RuntimeError", "--debug"]),
 ])
 async def test_a_bad_reconcile_reference_is_one_line(
         adk_store: Store, hooks_module: str, tmp_path: Path, reference: str,
@@ -233,7 +233,8 @@ async def test_a_bad_reconcile_reference_is_one_line(
     """No colon, no module, no name, the wrong kind of value, a module that raises: one line,
     exit 2, for each command that takes --reconcile, before anything is read."""
     broken = f"broken_{hooks_module}"
-    (tmp_path / f"{broken}.py").write_text("raise RuntimeError('no config')\n")
+    (tmp_path / f"{broken}.py").write_text(
+        "raise RuntimeError('no config at postgresql://shop:hunter2@db/pay')\n")
     ref = reference.format(module=hooks_module, broken=broken)
     try:
         for command in (["review"], ["scan"], ["repair", "--yes"]):
@@ -254,7 +255,6 @@ async def test_a_failing_hook_is_one_warning_line_and_the_call_stays_listed(
     assert listed.exit_code == 0, listed.output
     warnings = [line for line in listed.stderr.splitlines() if line.startswith("Warning:")]
     assert warnings == ["Warning: adk_session_heal: the reconcile hook of charge_card#pay-1 "
-                        "raised JSONDecodeError: Expecting value: line 1 column 1 (char 0); "
-                        "the call may have run"]
+                        "raised JSONDecodeError; the call may have run"]
     assert "Traceback" not in listed.stderr
     assert "pay-1" in listed.stdout

@@ -44,6 +44,7 @@ from .heal_record import HealTrigger
 from .healing import Heal, event_digest
 from .idempotency import idempotency_key
 from .late_results import RESOLVED_REASON, is_resolution, superseding_answers
+from .reconcile import doubtful_call
 from .session_key import SessionKey
 from .tool_runs import as_response, redacted
 
@@ -73,9 +74,8 @@ class ReviewEntry:
         effect: The tool's effect as the heal recorded it (``unknown`` when not healed).
         outcome: The run's outcome as the heal recorded it.
         heal_event_id: The heal answering it (``None`` when not healed).
-        idempotency_key: The call's idempotency key
-            (:func:`~adk_session_heal.core.idempotency.idempotency_key`): what
-            a tool that passed it sent the real system, to look the call up by.
+        invocation_id: The invocation that made the call (with ``key`` and
+            ``call_id``, its idempotency key).
     """
 
     key: SessionKey
@@ -88,12 +88,16 @@ class ReviewEntry:
     effect: str
     outcome: str
     heal_event_id: str | None
-    idempotency_key: str
+    invocation_id: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """The call's idempotency key: what a tool that passed it sent the real system."""
+        return idempotency_key(self.key, self.invocation_id, self.call_id)
 
     def doubt(self) -> DoubtfulCall:
         """The question a reconcile hook gets about this call."""
-        return DoubtfulCall(self.key.app_name, self.key.user_id, self.key.session_id,
-                            self.call_id, self.tool_name, self.idempotency_key)
+        return doubtful_call(self.key, self.invocation_id, self.call_id, self.tool_name)
 
     def to_json(self, now: float) -> dict[str, Any]:
         """Returns the entry's JSON object (``age_seconds`` from ``now``)."""
@@ -158,8 +162,7 @@ def review_entries(
                 key, call_event_id, str(call_id), _parallel(marker, "tool_names", index),
                 _args_summary(call.get("args")), STORED_JSON.timestamp(call_event)
                 if call_event else STORED_JSON.timestamp(event), "healed", effect, outcome,
-                heal_id, idempotency_key(key, STORED_JSON.invocation_id(call_event or event),
-                                         str(call_id))))
+                heal_id, STORED_JSON.invocation_id(call_event or event)))
     for finding in findings.calls:
         if finding.status not in HEALABLE or finding.call_id is None:
             continue
@@ -170,7 +173,7 @@ def review_entries(
             key, finding.event_id, finding.call_id, finding.name,
             _args_summary(calls.get(finding.call_id, {}).get("args")), finding.timestamp,
             "dead", ToolEffect.UNKNOWN.value, finding.outcome.value, None,
-            idempotency_key(key, finding.invocation_id, finding.call_id)))
+            finding.invocation_id))
     return entries
 
 

@@ -150,6 +150,6 @@ def test_repair_plan_repr_is_one_short_line_of_counts() -> None:
 def test_review_report_repr_is_one_short_line_of_counts() -> None:
     """A review report's repr is its store and counts, never its calls."""
     entry = ReviewEntry(SessionKey("app", "user", "s"), "e1", "c1", "tool", '{"q": 1}', NOW,
-                        "healed", "side_effect", "may_have_run", "e1-heal", "k" * 40)
+                        "healed", "side_effect", "may_have_run", "e1-heal", "inv-1")
     report = ReviewReport("sqlite:///x.db", NOW, [entry] * 10_000, damaged_sessions=2)
     assert repr(report) == "ReviewReport(url='sqlite:///x.db', calls=10000, damaged_sessions=2)"

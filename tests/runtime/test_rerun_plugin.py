@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -452,10 +452,18 @@ async def test_a_re_run_asking_for_confirmation_is_not_stored_and_the_call_is_he
     assert [r.id for r in heal.get_function_responses()] == ["rc-1"]
 
 
-@pytest.mark.parametrize("kind", ["def", "async"])
-async def test_the_tool_run_ledger_records_the_re_run(
-        kind: str, adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """With ToolRunLedgerPlugin in the app, the re-run is a new attempt: started, then finished."""
+async def _rerun_over_record(kind: str, adk_store: Store, ledger: SqlToolRunLedger, *,
+                            finished: Mapping[str, Any] | None = None
+                            ) -> tuple[list[str], Any, History, ToolRun]:
+    """A read_customer call died in a process whose lease ran out; the user's next turn runs
+    with RerunSafeCallsPlugin and ToolRunLedgerPlugin.
+
+    ``finished``: the dead run had finished with this result (else it had only started).
+
+    Returns:
+        The tool's runs in this turn, the stored session, the crashed history, and the
+        call's record afterwards.
+    """
     reads: list[str] = []
     inner = adk_store.service()
     crashed = read_customer_died(USER)
@@ -466,20 +474,22 @@ async def test_the_tool_run_ledger_records_the_re_run(
     assert session is not None
     for event in crashed.events:
         await inner.append_event(session, event)
-    key = SessionKey(APP, USER, session.id)
     # The process that ran it died: its lease ran out longer ago than the clock skew allows.
     dead_at = time.time() - 600
     dead = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="rc-1",
                    tool_name="read_customer", invocation_id=crashed.invocation_id,
                    state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
                    started_at=dead_at, lease_until=dead_at + 60)
-    await tool_run_ledger.announce([replace(dead, state=RunState.ANNOUNCED)])
-    assert await tool_run_ledger.start(dead) == 1
+    await ledger.announce([replace(dead, state=RunState.ANNOUNCED)])
+    assert await ledger.start(dead) == 1
+    if finished is not None:
+        assert await ledger.finish(replace(dead, attempt=1), RunState.FINISHED, dead_at + 1,
+                                   json.dumps(finished), False)
     model = ScriptedModel(script=[ScriptedModel.say("Here is your record.")])
     agent = LlmAgent(name=AGENT, model=model, tools=[customer_tool(kind, reads)])
     app = App(name=APP, root_agent=agent, plugins=[
         RerunSafeCallsPlugin(CUSTOMER_POLICY),
-        ToolRunLedgerPlugin(tool_run_ledger, policy=CUSTOMER_POLICY)])
+        ToolRunLedgerPlugin(ledger, policy=CUSTOMER_POLICY)])
     runner = Runner(app=app, session_service=HealingSessionService(inner, CUSTOMER_POLICY))
     message = types.Content(role="user", parts=[types.Part(text="hello?")])
     try:
@@ -489,10 +499,19 @@ async def test_the_tool_run_ledger_records_the_re_run(
         stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
     finally:
         await close(inner)
+    assert stored is not None
+    run = (await ledger.runs(SessionKey(APP, USER, session.id)))["rc-1"]
+    return reads, stored, crashed, run
+
+
+@pytest.mark.parametrize("kind", ["def", "async"])
+async def test_the_tool_run_ledger_records_the_re_run(
+        kind: str, adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """With ToolRunLedgerPlugin in the app, the re-run is a new attempt: started, then finished."""
+    reads, stored, crashed, run = await _rerun_over_record(kind, adk_store, tool_run_ledger)
     assert stored is not None and reads == [USER]
     record = {"customer": USER, "plan": "gold", "ssn": SSN}
     assert answers(stored.events)["rc-1"] == record
-    run = (await tool_run_ledger.runs(key))["rc-1"]
     assert run.state is RunState.FINISHED and run.attempt == 2
     assert run.pid == os.getpid() and run.host != "dead-host"
     assert run.invocation_id == stored.events[-1].invocation_id != crashed.invocation_id
@@ -505,40 +524,9 @@ async def test_a_call_whose_run_finished_is_answered_with_its_result_not_run_aga
     """The process died after the read finished but before its response was stored: the
     re-run goes through the ledger's replay guard, which answers with the recorded result
     and does not run the tool a second time."""
-    reads: list[str] = []
-    inner = adk_store.service()
-    crashed = read_customer_died(USER)
-    created = await inner.create_session(app_name=APP, user_id=USER)
-    session = await inner.get_session(app_name=APP, user_id=USER, session_id=created.id)
-    assert session is not None
-    for event in crashed.events:
-        await inner.append_event(session, event)
-    key = SessionKey(APP, USER, session.id)
-    dead_at = time.time() - 600
     record = {"customer": USER, "plan": "gold", "ssn": "***"}
-    done = ToolRun(app_name=APP, user_id=USER, session_id=session.id, call_id="rc-1",
-                   tool_name="read_customer", invocation_id=crashed.invocation_id,
-                   state=RunState.STARTED, host="dead-host", pid=1, attempt=0,
-                   started_at=dead_at, lease_until=dead_at + 60)
-    await tool_run_ledger.announce([replace(done, state=RunState.ANNOUNCED)])
-    assert await tool_run_ledger.start(done) == 1
-    assert await tool_run_ledger.finish(replace(done, attempt=1), RunState.FINISHED,
-                                        dead_at + 1, json.dumps(record), False)
-    model = ScriptedModel(script=[ScriptedModel.say("Here is your record.")])
-    agent = LlmAgent(name=AGENT, model=model, tools=[customer_tool(kind, reads)])
-    app = App(name=APP, root_agent=agent, plugins=[
-        RerunSafeCallsPlugin(CUSTOMER_POLICY),
-        ToolRunLedgerPlugin(tool_run_ledger, policy=CUSTOMER_POLICY)])
-    runner = Runner(app=app, session_service=HealingSessionService(inner, CUSTOMER_POLICY))
-    message = types.Content(role="user", parts=[types.Part(text="hello?")])
-    try:
-        async for _ in runner.run_async(user_id=USER, session_id=session.id,
-                                        new_message=message):
-            pass
-        stored = await inner.get_session(app_name=APP, user_id=USER, session_id=session.id)
-    finally:
-        await close(inner)
+    reads, stored, _, run = await _rerun_over_record(kind, adk_store, tool_run_ledger,
+                                                     finished=record)
     assert stored is not None and reads == []
     assert answers(stored.events)["rc-1"] == record
-    run = (await tool_run_ledger.runs(key))["rc-1"]
     assert run.state is RunState.FINISHED and run.attempt == 1

@@ -43,6 +43,18 @@ async def _dead_charge(store: Store, call_id: str) -> tuple[str, History]:
     return session.id, history
 
 
+async def _healed_answers(store: Store, session_id: str, policy: HealPolicy,
+                          tool_runs: SqlToolRunLedger | None = None) -> list[dict[str, Any]]:
+    """Reads the session once through the wrapper; the responses its heals hold, in order."""
+    healing = HealingSessionService(store.service(), policy, tool_runs=tool_runs)
+    try:
+        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session_id)
+    finally:
+        await healing.close()
+    assert stored is not None
+    heals = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
+    return [dict(r.response or {}) for e in heals for r in e.get_function_responses()]
+
 @SQLITE
 @pytest.mark.parametrize(("found", "expected"), [
     ("charged", {"receipt": "r-42"}),
@@ -76,15 +88,7 @@ async def test_the_wrapper_heals_a_call_in_doubt_with_what_the_hook_settles(
         return settled({"receipt": receipt}) if receipt else settled(happened=False)
 
     policy = HealPolicy(clock_skew=0, reconcile={"charge_card": charge_made})
-    healing = HealingSessionService(adk_store.service(), policy, tool_runs=tool_run_ledger)
-    try:
-        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session_id)
-    finally:
-        await healing.close()
-    assert stored is not None
-    (heal,) = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
-    (response,) = heal.get_function_responses()
-    assert response.response == expected
+    assert await _healed_answers(adk_store, session_id, policy, tool_run_ledger) == [expected]
     (call,) = asked
     assert (call.call_id, call.tool_name, call.session_id) == ("c-9", "charge_card", session_id)
 
@@ -100,14 +104,7 @@ async def test_without_a_ledger_a_dead_call_is_still_settled_by_its_hook(
         return settled({"receipt": f"r-{call.call_id}"})
 
     policy = HealPolicy(reconcile={"charge_card": charge_made})
-    healing = HealingSessionService(adk_store.service(), policy)
-    try:
-        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session_id)
-    finally:
-        await healing.close()
-    assert stored is not None
-    (heal,) = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
-    assert heal.get_function_responses()[0].response == {"receipt": "r-c-7"}
+    assert await _healed_answers(adk_store, session_id, policy) == [{"receipt": "r-c-7"}]
 
 
 @SQLITE
@@ -139,13 +136,7 @@ async def test_a_read_that_takes_back_a_heal_asks_each_hook_once(adk_store: Stor
         asked.append(call.call_id)
         return settled({"receipt": "r-1"})
 
-    healing = HealingSessionService(adk_store.service(), HealPolicy(
+    answered = await _healed_answers(adk_store, session.id, HealPolicy(
         clock_skew=0, reconcile={"charge_card": charge_made}))
-    try:
-        stored = await healing.get_session(app_name=APP, user_id=USER, session_id=session.id)
-    finally:
-        await healing.close()
-    assert stored is not None and asked == ["c-1"]
-    heals = [e for e in stored.events if (e.custom_metadata or {}).get(HEAL_METADATA_KEY)]
-    assert [r.response for e in heals for r in e.get_function_responses()] == [
-        {"receipt": "r-1"}]
+    assert asked == ["c-1"]
+    assert answered == [{"receipt": "r-1"}]

@@ -7,7 +7,8 @@ that ``repair --undo RUN_ID`` takes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -48,23 +49,51 @@ def history_command(url: str, app_name: str | None, user_id: str | None,
 
     shown_url, records = _run(_read_ledger(url, timeout, lambda ledger: ledger.history(
         app_name=app_name, user_id=user_id, session_id=session_id)))
-    summary = f"Heals recorded in {shown_url}: {len(records)}"
+    _show(output, _Listing(
+        f"Heals recorded in {shown_url}", len(records),
+        lambda: history_json(shown_url, records), lambda: history_records(records),
+        {"command": "history", "url": shown_url, "heals_recorded": len(records)},
+        HISTORY_COLUMNS,
+        ("healed at (UTC)", "session (app/user/id)", "synthetic event", "tools", "reason",
+         "trigger"),
+        lambda: [(_when(r.healed_at), f"{r.app_name}/{r.user_id}/{r.session_id}",
+                  r.synthetic_event_id, ", ".join(r.tool_names), r.reason, r.trigger.value)
+                 for r in records]))
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One list the command prints: its title, its documents and its table's rows."""
+
+    title: str
+    count: int
+    document: Callable[[], dict[str, Any]]
+    records: Callable[[], Iterable[dict[str, Any]]]
+    summary_record: dict[str, Any]
+    columns: Sequence[str]
+    headers: tuple[str, ...]
+    rows: Callable[[], list[tuple[str, ...]]]
+
+
+def _show(output: str, listing: _Listing) -> None:
+    """Prints a listing in ``output``'s format: a table and its count, or the data."""
+    summary = f"{listing.title}: {listing.count}"
     if output != "table":
-        _print_data(output, [summary], lambda: history_json(shown_url, records),
-                    lambda: history_records(records),
-                    {"command": "history", "url": shown_url, "heals_recorded": len(records)},
-                    HISTORY_COLUMNS)
+        _print_data(output, [summary], listing.document, listing.records,
+                    listing.summary_record, listing.columns)
         return
-    table = _table(f"Heals recorded in {shown_url}", (
-        "healed at (UTC)", "session (app/user/id)", "synthetic event", "tools", "reason",
-        "trigger"))
-    for r in records:
-        when = datetime.fromtimestamp(r.healed_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(when, f"{r.app_name}/{r.user_id}/{r.session_id}", r.synthetic_event_id,
-                      ", ".join(r.tool_names), r.reason, r.trigger.value)
+    table = _table(listing.title, listing.headers)
+    for row in listing.rows():
+        table.add_row(*row)
     console = _console()
     console.print(table)
     console.print(summary)
+
+
+def _when(at: float | None) -> str:
+    """A ledger time as the tables print it (UTC), or ``unfinished``."""
+    return ("unfinished" if at is None
+            else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S"))
 
 
 async def _read_ledger(url: str, timeout: float | None,
@@ -89,26 +118,14 @@ def _history_runs(url: str, timeout: float | None, output: str) -> None:
     from ..ops.text_output import RUNS_COLUMNS
 
     shown_url, runs = _run(_read_ledger(url, timeout, lambda ledger: ledger.runs()))
-    summary = f"Runs recorded in {shown_url}: {len(runs)}"
-    if output != "table":
-        _print_data(output, [summary], lambda: runs_json(shown_url, runs),
-                    lambda: runs_records(runs),
-                    {"command": "history --runs", "url": shown_url, "runs": len(runs)},
-                    RUNS_COLUMNS)
-        return
-    table = _table(f"Runs recorded in {shown_url}", (
-        "run id", "kind", "started (UTC)", "finished (UTC)", "host", "written", "removed",
-        "undone", "kept"))
-
-    def when(at: float | None) -> str:
-        return ("unfinished" if at is None
-                else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S"))
-
-    for run in runs:
-        kind = run.kind.value if run.undoes is None else f"undo of {run.undoes}"
-        table.add_row(run.run_id, kind, when(run.started_at), when(run.finished_at), run.host,
-                      str(run.written), str(run.removed), str(run.undone),
-                      "" if run.kept is None else str(run.kept))
-    console = _console()
-    console.print(table)
-    console.print(summary)
+    _show(output, _Listing(
+        f"Runs recorded in {shown_url}", len(runs),
+        lambda: runs_json(shown_url, runs), lambda: runs_records(runs),
+        {"command": "history --runs", "url": shown_url, "runs": len(runs)},
+        RUNS_COLUMNS,
+        ("run id", "kind", "started (UTC)", "finished (UTC)", "host", "written", "removed",
+         "undone", "kept"),
+        lambda: [(run.run_id, run.kind.value if run.undoes is None else f"undo of {run.undoes}",
+                  _when(run.started_at), _when(run.finished_at), run.host, str(run.written),
+                  str(run.removed), str(run.undone), "" if run.kept is None else str(run.kept))
+                 for run in runs]))

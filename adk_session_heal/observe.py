@@ -166,13 +166,13 @@ _SPAN_KEYS = ("app_name", "session_id", "invocation_id", "call_event_id", "synth
 """The fields of a heal record (:meth:`HealRecord.to_json`) its spans carry."""
 
 
-def _span_attributes(record: HealRecord) -> dict[str, str]:
-    """The attributes the heal span and each dead-call span share."""
-    data = record.to_json()
-    return {f"adk_session_heal.{key}": data[key] for key in _SPAN_KEYS}
+_LOGGED = ("app_name", "user_id", "session_id", "call_event_id", "synthetic_event_id",
+           "invocation_id", "call_ids", "tool_names", "reason", "trigger")
+"""The fields of a heal record (:meth:`HealRecord.to_json`) its log line carries, with each
+call's effect and outcome."""
 
 
-def _record_telemetry(record: HealRecord) -> None:
+def _record_telemetry(record: HealRecord, data: Mapping[str, Any]) -> None:
     instruments = _current_instruments()
     attributes = {
         "app_name": record.app_name,
@@ -183,18 +183,19 @@ def _record_telemetry(record: HealRecord) -> None:
     for tool_name in record.tool_names:
         instruments.healed_calls.add(1, {**attributes, "tool_name": tool_name})
     start = int(record.healed_at * 1e9)
+    shared = {f"adk_session_heal.{key}": data[key] for key in _SPAN_KEYS}
     span = instruments.tracer.start_span(
         HEAL_SPAN,
         start_time=start,
         attributes={
-            **_span_attributes(record),
+            **shared,
             "adk_session_heal.user_id": record.user_id,
             "adk_session_heal.call_ids": list(record.call_ids),
             "adk_session_heal.tool_names": list(record.tool_names),
         },
     )
     try:
-        _record_dead_calls(instruments, record, attributes, span, start)
+        _record_dead_calls(instruments, record, attributes, shared, span, start)
     finally:
         span.end(end_time=max(start, time.time_ns()))
 
@@ -203,10 +204,14 @@ def _record_dead_calls(
     instruments: _Instruments,
     record: HealRecord,
     attributes: Mapping[str, str],
+    shared: Mapping[str, str],
     heal_span: trace.Span,
     start: int,
 ) -> None:
-    """Counts each dead call of a heal and records its span under the heal's."""
+    """Counts each dead call of a heal and records its span under the heal's.
+
+    ``shared``: the span attributes every span of the heal carries.
+    """
     from opentelemetry import trace
 
     parent = trace.set_span_in_context(heal_span)
@@ -227,7 +232,7 @@ def _record_dead_calls(
             context=parent,
             start_time=start,
             attributes={
-                **_span_attributes(record),
+                **shared,
                 "adk_session_heal.call_id": call_id,
                 "adk_session_heal.tool_name": tool_name,
                 "adk_session_heal.tool_effect": effect,
@@ -253,10 +258,11 @@ def report_heal(
         level: The log record's level (a repair run passes ``DEBUG`` and logs
             its summary with :func:`report_repair_run`).
     """
+    data = record.to_json()  # the one encoding: the log's fields and the spans' are read from it
     if logger.isEnabledFor(level):  # a repair's DEBUG records: built only when kept
-        _log_heal(record, level)
+        _log_heal(record, data, level)
     try:
-        _record_telemetry(record)
+        _record_telemetry(record, data)
     except Exception:  # an SDK or exporter bug must not fail the session read
         logger.exception("adk_session_heal: recording telemetry for heal %s failed; heal kept",
                          record.synthetic_event_id)
@@ -269,8 +275,12 @@ def report_heal(
                          record.synthetic_event_id)
 
 
-def _log_heal(record: HealRecord, level: int) -> None:
-    """Logs one heal at ``level``, its fields under ``record.adk_session_heal``."""
+def _log_heal(record: HealRecord, data: Mapping[str, Any], level: int) -> None:
+    """Logs one heal at ``level``, its fields under ``record.adk_session_heal``.
+
+    The fields are ``data``'s (the record's :meth:`~HealRecord.to_json`) that
+    :data:`_LOGGED` names, with each call's effect and outcome.
+    """
     logger.log(
         level,
         "adk_session_heal: healed %d dead tool call(s) %s (%s) in app=%s user=%s session=%s"
@@ -284,7 +294,9 @@ def _log_heal(record: HealRecord, level: int) -> None:
         record.session_id,
         record.synthetic_event_id,
         record.trigger.value,
-        extra={"adk_session_heal": record.log_fields()},
+        extra={"adk_session_heal": {
+            **{key: data[key] for key in _LOGGED},
+            "effects": list(record.call_effects), "outcomes": list(record.call_outcomes)}},
     )
 
 

@@ -105,7 +105,12 @@ def test_one_heal_logs_one_warning_with_structured_fields(
     [logged] = caplog.records
     assert logged.levelno == logging.WARNING
     assert "get_weather#call-1, get_time#call-2 (superseded)" in logged.getMessage()
-    assert logged.adk_session_heal == record.log_fields()  # type: ignore[attr-defined]
+    data = record.to_json()
+    assert logged.adk_session_heal == {  # type: ignore[attr-defined]
+        **{key: data[key] for key in ("app_name", "user_id", "session_id", "call_event_id",
+                                      "synthetic_event_id", "invocation_id", "call_ids",
+                                      "tool_names", "reason", "trigger")},
+        "effects": list(record.call_effects), "outcomes": list(record.call_outcomes)}
 
 
 def test_heals_counter_counts_heals_with_low_cardinality_attributes(

@@ -129,11 +129,6 @@ class HealRecord:
             run_id=data.get("run_id") or None,
         )
 
-    def log_fields(self) -> dict[str, Any]:
-        """Returns the record as flat fields for a structured log line."""
-        fields = {k: v for k, v in self.to_json().items() if k in _LOGGED}
-        return {**fields, "effects": list(self.call_effects), "outcomes": list(self.call_outcomes)}
-
 
 class HealTrigger(str, enum.Enum):
     """Which path wrote a heal."""
@@ -143,12 +138,6 @@ class HealTrigger(str, enum.Enum):
     REPAIR = "repair"
     REVIEW = "review"
     """An operator's resolution (``adk-session-heal review resolve``)."""
-
-
-_LOGGED = frozenset({"app_name", "user_id", "session_id", "call_event_id", "synthetic_event_id",
-                     "invocation_id", "call_ids", "tool_names", "reason", "trigger"})
-"""The fields of :meth:`HealRecord.to_json` a log line carries (with each call's effect and
-outcome)."""
 
 
 def _parallel(values: tuple[str, ...], count: int) -> tuple[str, ...]:

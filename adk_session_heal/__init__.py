@@ -23,9 +23,10 @@ if TYPE_CHECKING:  # imported on first use (below), so `import adk_session_heal.
     from .core.session_key import SessionKey
     from .core.tool_effects import tool_effects_from
     from .errors import HealError, StoreError
-    from .ops.repair import RepairPlan, apply_plan, plan_repair, repair
+    from .ops.apply import apply_plan
+    from .ops.repair import repair
     from .ops.repair_report import RepairReport
-    from .ops.scan import ScanOptions, scan
+    from .ops.scan import RepairPlan, ScanOptions, plan_repair, scan
     from .ops.scan_report import ScanReport
     from .plugins import ToolAwareContextFilterPlugin, ToolRunLedgerPlugin
     from .policy import HealPolicy, ToolEffect
@@ -68,7 +69,7 @@ _PUBLIC = {
     "HealPolicy": "policy",
     "HealRecord": "core.heal_record",
     "HealingSessionService": "runtime.service",
-    "RepairPlan": "ops.repair",
+    "RepairPlan": "ops.scan",
     "RepairReport": "ops.repair_report",
     "ScanOptions": "ops.scan",
     "ScanReport": "ops.scan_report",
@@ -79,9 +80,9 @@ _PUBLIC = {
     "ToolAwareContextFilterPlugin": "plugins",
     "ToolEffect": "policy",
     "ToolRunLedgerPlugin": "plugins",
-    "apply_plan": "ops.repair",
+    "apply_plan": "ops.apply",
     "classify": "core.findings",
-    "plan_repair": "ops.repair",
+    "plan_repair": "ops.scan",
     "provider_problems": "validators",
     "register_healing_session_services": "runtime.adk_services",
     "repair": "ops.repair",

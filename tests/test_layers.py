@@ -144,8 +144,8 @@ def test_the_checks_can_fail() -> None:
     assert _level_of("core.pairing") < _level_of("store.base")
 
 
-SCAN_PATH = ("ops/scan", "ops/repair", "ops/scan_report", "ops/repair_report", "ops/text_output",
-             "ops/ledger_documents", "core/session_decision", "core/durations",
+SCAN_PATH = ("ops/scan", "ops/repair", "ops/apply", "ops/scan_report", "ops/repair_report",
+             "ops/text_output", "ops/ledger_documents", "core/session_decision", "core/durations",
              "core/findings", "core/healing", "core/heal_plan",
              "core/event_access", "core/adk_compat", "core/late_results", "observe",
              "core/pairing", "core/invocations", "policy", "core/tool_runs", "store/base",

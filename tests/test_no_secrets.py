@@ -23,8 +23,8 @@ from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.cli import main
 from adk_session_heal.errors import HealError, StoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.repair import plan_repair, repair
-from adk_session_heal.ops.scan import scan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import plan_repair, scan
 from adk_session_heal.runtime.adk_services import healing_session_service_from_uri
 
 PW = "Zq9xPw-never-shown"

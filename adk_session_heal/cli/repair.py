@@ -33,8 +33,7 @@ from .render import (
 
 if TYPE_CHECKING:
     from ..core.heal_record import HealRecord
-    from ..ops.repair import RepairPlan
-    from ..ops.scan import ScanOptions
+    from ..ops.scan import RepairPlan, ScanOptions
     from ..store.engines import TimeoutArg
 
 
@@ -69,8 +68,9 @@ def repair_command(url: str, options: ScanOptions, dry_run: bool, yes: bool, no_
 
     Example: adk-session-heal db upgrade URL && adk-session-heal repair URL --yes
     """
-    from ..ops.repair import apply_plan, plan_repair
+    from ..ops.apply import apply_plan
     from ..ops.repair_report import RepairReport
+    from ..ops.scan import plan_repair
     from ..ops.text_output import REPAIR_COLUMNS, counted
     from ..store import SessionFilter
     if not dry_run and not yes and not sys.stdin.isatty():

@@ -5,8 +5,10 @@ session's stored JSON to :func:`~adk_session_heal.core.session_decision.decide`
 (no pydantic ``Event`` is built for any stored event), corrected by the
 store's tool-run ledger when it has one; memory is bounded by the largest
 session plus what is reported. :func:`scan_sessions` is that loop, which
-:func:`~adk_session_heal.ops.repair.plan_repair` runs too, planning as it
-goes, so a scan and a repair never judge a session differently. The options
+:func:`plan_repair` runs too, planning as it
+goes, so a scan and a repair never judge a session differently:
+:func:`plan_repair` is this module's scan, planning, into a :class:`RepairPlan`
+(which :func:`~adk_session_heal.ops.apply.apply_plan` writes). The options
 of a run travel as one value, :class:`ScanOptions`.
 
 :func:`scan_service` is the fallback for session services without SQL
@@ -19,12 +21,12 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
 from ..core.heal_record import HealTrigger
-from ..core.healing import SessionHeals
+from ..core.healing import Heal, SessionHeals
 from ..core.session_decision import SessionView, decide
 from ..core.session_key import SessionKey
 from ..errors import StoreError
@@ -42,6 +44,7 @@ from ..store.incremental import (
     watermark_of,
 )
 from ..store.ledger.heal_ledger import SqlHealLedger
+from ..store.ledger.repair_runs import new_run_id
 from ..store.ledger.revisions import Feature
 from ..store.reconcile_hooks import HookReconciler
 from ..store.urls import StoreUrl
@@ -117,9 +120,16 @@ class ScanOptions:
             raise ValueError(f"prefilter={self.prefilter!r}: use 'auto', 'always' or 'never'")
         check_request(self.where, since=self.since is not None, incremental=self.incremental)
 
-    def needs(self) -> tuple[Feature, ...]:
-        """What the run will use of the heal ledger (checked when the store is opened)."""
-        return (Feature.INCREMENTAL,) if self.incremental else ()
+    def needs(self, *, writing: bool = False, ledger: bool = False) -> tuple[Feature, ...]:
+        """What the run will use of the heal ledger (checked when the store is opened).
+
+        Args:
+            writing: The run writes heals (a repair applying its plan).
+            ledger: With ``writing``: it records its run and heals in the
+                ledger (runs: revision ``0004``).
+        """
+        return ((Feature.INCREMENTAL,) if self.incremental else ()) + (
+            (Feature.RUNS,) if writing and ledger else ())
 
 
 async def scan_sessions(
@@ -352,6 +362,90 @@ async def scan(
         return report
     finally:
         await store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPlan:
+    """What a repair will write, made once and applied as it is.
+
+    The CLI shows it, asks, and applies this same plan; ``--dry-run`` prints
+    it. Applying re-checks each session in the write transaction and skips a
+    session whose events changed since (see
+    :class:`~adk_session_heal.store.WriteOutcome`).
+
+    Attributes:
+        url: The store planned from (password redacted when printed).
+        scan: What the scan found.
+        sessions: The heals, by session, in scan order.
+        planned_at: The clock the plan was made with (the heals' ``healed_at``).
+        run_id: The run applying it: its heals' records carry it.
+        options: What was read, and how (applying uses its ``timeout``).
+    """
+
+    url: StoreUrl
+    scan: ScanReport
+    sessions: tuple[SessionHeals, ...]
+    planned_at: float
+    run_id: str = field(default_factory=new_run_id)
+    options: ScanOptions = ScanOptions()
+
+    @property
+    def heals(self) -> tuple[Heal, ...]:
+        """Every planned heal, in order."""
+        return tuple(heal for planned in self.sessions for heal in planned.heals)
+
+    def __repr__(self) -> str:
+        """A short form: a plan may hold hundreds of thousands of events."""
+        return (f"RepairPlan(url={str(self.url)!r}, sessions={len(self.sessions)}, "
+                f"heals={sum(len(s.heals) for s in self.sessions)})")
+
+
+async def plan_repair(
+    url: str | StoreUrl,
+    options: ScanOptions | None = None,
+    *,
+    now: float | None = None,
+    progress: ScanProgress | None = None,
+    writing: bool = False,
+    ledger: bool = True,
+) -> RepairPlan:
+    """Scans a session database and plans the heal of every dead call; writes nothing.
+
+    Args:
+        url: The database.
+        options: What to read and how to judge it, as for :func:`scan`; its
+            ``policy`` also gives each heal's payload.
+        now: The clock, also the heals' ``healed_at`` (default: now).
+        progress: Receives the scan's progress.
+        writing: The plan will be applied: first check what :func:`apply_plan`
+            checks before it writes (the store takes writes; with ``ledger``,
+            the ledger records runs), so a refusal is one line before any
+            scan, and let the store's writer load what it needs in the
+            background while the scan runs
+            (:meth:`~adk_session_heal.store.SessionStore.preload_writer`).
+        ledger: With ``writing``: the plan will be applied with the ledger.
+
+    Returns:
+        The plan, to print or to pass to :func:`~adk_session_heal.ops.apply.apply_plan`.
+
+    Raises:
+        StoreError: The URL or database cannot be used (``writing``: or refuses writes).
+        LedgerError: ``writing`` and ``ledger``, and the ledger is missing or outdated.
+    """
+    options = options or ScanOptions()
+    clock = time.time() if now is None else now
+    run_id = new_run_id()
+    store = await open_store(url, timeout=options.timeout, writable=writing,
+                             needs=options.needs(writing=writing, ledger=ledger))
+    try:
+        if writing:
+            store.preload_writer()
+        report, sessions = await scan_sessions(store, options, now=clock, progress=progress,
+                                               planning=True, run_id=run_id)
+    finally:
+        await store.close()
+    assert store.url is not None
+    return RepairPlan(store.url, report, tuple(sessions), clock, run_id, options)
 
 
 async def scan_service(

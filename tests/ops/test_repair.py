@@ -44,8 +44,9 @@ from adk_session_heal.core.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
-from adk_session_heal.ops.scan import scan
+from adk_session_heal.ops.apply import apply_plan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import plan_repair, scan
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.layouts.adk_sqlite import sqlite_heal_row

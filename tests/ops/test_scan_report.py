@@ -13,8 +13,8 @@ from adk_session_heal.core.healing import plan_session
 from adk_session_heal.core.review import ReviewEntry
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.ops.operator_review import ReviewReport
-from adk_session_heal.ops.repair import RepairPlan
 from adk_session_heal.ops.repair_report import HealEntry, RepairReport
+from adk_session_heal.ops.scan import RepairPlan
 from adk_session_heal.ops.scan_report import (
     CallEntry,
     DamagedEntry,

@@ -265,7 +265,8 @@ def test_the_registration_import_loads_no_alembic_rich_or_cli_and_logs_nothing()
         "import adk_session_heal.register\n"
         "added = set(sys.modules) - before\n"
         "heavy = [m for m in ('alembic', 'rich', 'click', 'adk_session_heal.cli',"
-        " 'adk_session_heal.ops.scan', 'adk_session_heal.ops.repair', 'adk_session_heal.migrate')"
+        " 'adk_session_heal.ops.scan', 'adk_session_heal.ops.repair', 'adk_session_heal.ops.apply',"
+        " 'adk_session_heal.migrate')"
         " if m in added]\n"
         "print(heavy, [r.name for r in records if r.levelno >= logging.INFO])\n"
     )

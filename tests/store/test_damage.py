@@ -43,8 +43,9 @@ from stores import (
 
 from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.errors import StoreError
-from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
-from adk_session_heal.ops.scan import scan
+from adk_session_heal.ops.apply import apply_plan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import plan_repair, scan
 from adk_session_heal.ops.scan_report import ScanReport
 from adk_session_heal.policy import HealPolicy
 

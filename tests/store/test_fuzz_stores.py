@@ -58,7 +58,9 @@ from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.findings import HEALABLE, CallStatus, SessionFindings, classify
 from adk_session_heal.core.heal_plan import plan_heals
 from adk_session_heal.core.heal_record import HealRecord
-from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
+from adk_session_heal.ops.apply import apply_plan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import plan_repair
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.providers.validators import PROVIDERS, provider_problems
 from adk_session_heal.runtime.service import HealingSessionService

@@ -37,7 +37,8 @@ from adk_session_heal import migrate
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.heal_record import HealRecord, HealTrigger
 from adk_session_heal.errors import UnsupportedStoreError
-from adk_session_heal.ops.repair import apply_plan, plan_repair
+from adk_session_heal.ops.apply import apply_plan
+from adk_session_heal.ops.scan import plan_repair
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import Layout, WriteOutcome, open_store, store_for_service
 from adk_session_heal.store.ledger.heal_redis import RedisHealLedger

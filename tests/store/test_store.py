@@ -39,8 +39,9 @@ from stores import (
 
 from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
-from adk_session_heal.ops.repair import apply_plan, plan_repair, repair
-from adk_session_heal.ops.scan import scan
+from adk_session_heal.ops.apply import apply_plan
+from adk_session_heal.ops.repair import repair
+from adk_session_heal.ops.scan import plan_repair, scan
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import Layout, SessionFilter, WriteOutcome, store_for_service

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 from deleting import DELETE_SESSIONS, repair_while_deleting
-from google.adk.events.event import Event
-from google.genai import types
 from paths import ROOT, SUPPORT
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -44,11 +42,9 @@ from adk_session_heal.core.healing import Heal, build_heal_event, plan_heals
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.errors import LedgerError, ReadOnlyStoreError
 from adk_session_heal.ledger import SqlHealLedger
-from adk_session_heal.ops.apply import apply_plan
 from adk_session_heal.ops.repair import repair
-from adk_session_heal.ops.scan import plan_repair, scan
+from adk_session_heal.ops.scan import scan
 from adk_session_heal.policy import HealPolicy
-from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.layouts.adk_sqlite import sqlite_heal_row
 from adk_session_heal.store.layouts.sql_event_rows import (
     DATABASE_EVENTS_TABLE,
@@ -342,41 +338,6 @@ async def test_repair_reports_each_heal_once(
     assert {r.adk_session_heal["trigger"] for r in per_heal} == {"repair"}  # type: ignore[attr-defined]
     await repair(store.url, ScanOptions(policy=POLICY), now=NOW + 60, on_heal=seen.append)
     assert len(seen) == 3
-
-
-async def test_apply_skips_sessions_that_moved_since_the_plan(adk_store: Store) -> None:
-    """The plan is applied as made: a session answered or deleted since is skipped, reported."""
-    await fill(adk_store, crashed_histories())
-    await migrate.upgrade(adk_store.url)
-    plan = await plan_repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
-    assert sorted(h.record.session_id for h in plan.heals) == ["dead", "parallel", "stale"]
-    service = adk_store.service()
-    try:
-        session = await service.get_session(app_name=APP, user_id=USER, session_id="dead")
-        assert session is not None
-        answer = types.Part(function_response=types.FunctionResponse(
-            id="call-1", name="get_weather", response={"temperature": 21}))
-        await service.append_event(session, Event(
-            invocation_id=session.events[-1].invocation_id, author="assistant",
-            content=types.Content(role="user", parts=[answer])))
-        await service.delete_session(app_name=APP, user_id=USER, session_id="parallel")
-    finally:
-        await close(service)
-
-    report = await apply_plan(plan)
-
-    outcomes = {h.record.session_id: h.outcome for h in report.heals}
-    assert outcomes == {"dead": WriteOutcome.CHANGED, "parallel": WriteOutcome.GONE,
-                        "stale": WriteOutcome.WRITTEN}
-    assert (report.healed, report.skipped) == (1, 2)
-    ledger = SqlHealLedger.from_url(adk_store.url)
-    try:
-        assert [r.session_id for r in await ledger.history()] == ["stale"]
-    finally:
-        await ledger.close()
-    assert report.to_json()["skipped"] == 2
-    assert not (await scan(adk_store.url, ScanOptions(policy=HealPolicy(stale_after=3600)),
-                           now=NOW)).needs_healing
 
 
 async def test_a_repair_run_logs_one_summary_line_and_each_heal_at_debug(

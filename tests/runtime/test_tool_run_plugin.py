@@ -32,7 +32,7 @@ from tool_run_kill import TOOL_KINDS, run_until_killed, watch_then_kill
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
 from adk_session_heal.policy import CallOutcome
-from adk_session_heal.runtime import tool_run_plugin
+from adk_session_heal.runtime import tool_leases
 from adk_session_heal.runtime.tool_run_plugin import (
     NOT_RECORDED_ERROR,
     STILL_RUNNING_ERROR,
@@ -385,7 +385,7 @@ async def test_the_heartbeat_thread_ends_when_idle_or_closed_and_comes_back_with
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The thread starts with the first tool, ends after the idle time with no tool, starts
     again with the next tool, and ends on close() (ADK's Runner.close calls it)."""
-    monkeypatch.setattr(tool_run_plugin, "_IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(tool_leases, "_IDLE_SECONDS", 0.3)
     threads: list[threading.Thread | None] = []
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
 

@@ -11,6 +11,11 @@ Example::
 Each :meth:`History.user` starts a new invocation; events get deterministic
 ids (``e-0001``, ...) and strictly increasing timestamps, so histories compare
 equal across runs.
+
+Offline models: :class:`ScriptedModel` replays a script of replies to
+``run_async`` requests (:mod:`~adk_session_heal.testing.scripted`), and
+:class:`ScriptedLiveModel` scripts the model's side of ``run_live``
+connections (:mod:`~adk_session_heal.testing.live`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from ..runtime.service import HealingSessionService
+from .live import LiveScript, LiveSent, ScriptedLiveConnection, ScriptedLiveModel
 from .scripted import ProviderRejected, ScriptedModel, unpaired_tool_calls
 
 __all__ = [
@@ -46,7 +52,11 @@ __all__ = [
     "CRASH_EXIT_CODE",
     "DemoResult",
     "History",
+    "LiveScript",
+    "LiveSent",
     "ProviderRejected",
+    "ScriptedLiveConnection",
+    "ScriptedLiveModel",
     "ScriptedModel",
     "USER_ID",
     "build_runner",

@@ -147,15 +147,12 @@ class LeaseKeeper:
         """Stops renewing the run ``task`` holds for ``key``; returns it (``None``: none held).
 
         Keyed by the task too: two runs of one call id at once (a repeated
-        call) each end their own attempt. Called from another task (no ADK
-        version does), the one run held for ``key`` is released.
+        call) each end their own attempt, and a run the plugin answered
+        without starting it (a replay refused while an earlier run holds the
+        lease, whose after-tool callbacks ADK still runs) ends none.
         """
         with self._cond:
             held = self._held.pop((*key, task), None)
-            if held is None:
-                others = [entry for entry in self._held if entry[:2] == key]
-                if len(others) == 1:
-                    held = self._held.pop(others[0])
             self._active_at = time.monotonic()
         return None if held is None else held.run
 

@@ -527,6 +527,50 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
     await plugin.close()
 
 
+@SQLITE_ONLY
+async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A second run of one call id refused while the first still holds its lease: ADK runs the
+    after-tool callbacks of the refused run too, and they end nothing; the first's lease goes on
+    being renewed and its own end is what is recorded."""
+    context = await _captured_context(adk_store, tool_run_ledger, "refused")
+    key = SessionKey(APP, USER, context.session.id)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=0.3)
+    tool: Any = type("Tool", (), {"name": "lookup"})()
+    first_started, first_ends = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+        first_started.set()
+        await first_ends.wait()
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result={"by": "first"})
+
+    async def second() -> dict[str, Any] | None:
+        answer = await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                   tool_context=context)
+        assert answer is not None
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result=answer)
+        return answer
+
+    running = asyncio.create_task(first())
+    await asyncio.wait_for(first_started.wait(), 30)
+    assert await asyncio.wait_for(second(), 30) == {"error": STILL_RUNNING_ERROR}
+    assert len(plugin._leases.held()) == 1  # the first's lease, still renewed
+    refused_at = time.time()
+    async with asyncio.timeout(30):
+        while (await tool_run_ledger.runs(key))["refused"].lease_until < refused_at + 0.2:
+            await asyncio.sleep(0.05)  # renewed after the refusal
+    assert (await tool_run_ledger.runs(key))["refused"].state is RunState.STARTED
+    first_ends.set()
+    await running
+    final = (await tool_run_ledger.runs(key))["refused"]
+    assert (final.state, final.result) == (RunState.FINISHED, {"by": "first"})
+    await plugin.close()
+
+
 class _CountingReads(SqlToolRunLedger):
     """The real SQL ledger, counting the reads of run records."""
 

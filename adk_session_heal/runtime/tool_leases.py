@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,8 +33,14 @@ class ToolRunLedger(Protocol):
         """Returns the session's tool runs by call id (only ``call_ids`` when given)."""
         ...
 
-    async def announce(self, runs: Sequence[ToolRun]) -> None:
-        """Records calls about to run, keeping existing records."""
+    async def announce(self, runs: Sequence[ToolRun]) -> Collection[str] | None:
+        """Records calls about to run, keeping existing records.
+
+        Returns:
+            The call ids it recorded (an id already recorded is left as it was,
+            and out); ``None`` if the ledger cannot tell, when every call is
+            taken as new (a first run, which starts without reading its record).
+        """
 
     async def start(self, run: ToolRun) -> int:
         """Records a start; returns its attempt number."""

@@ -31,10 +31,12 @@ What the records mean for a dead call is :func:`~adk_session_heal.core.tool_runs
 
 **Runs of a call that ran before.** ADK runs a call again when a resumable app
 resumes an interrupted invocation (it replays the unanswered calls, matched by
-the stored call event), and ``RerunSafeCallsPlugin`` runs dead read-only calls
-again. A call this plugin did not announce in this process is such a run (or a
-call ADK announced elsewhere): before it starts, the plugin reads the call's
-record, once, and does what :func:`~adk_session_heal.core.tool_runs.replay_action`
+the stored call event), ``RerunSafeCallsPlugin`` runs dead read-only calls
+again, and a model may send a call again under its id (a live model after a
+reconnect). A call whose record this plugin's announcement did not create in
+this process is such a run (or one announced elsewhere, or an id the ledger
+knew when the model sent it again): before it starts, the plugin reads the
+call's record, once, and does what :func:`~adk_session_heal.core.tool_runs.replay_action`
 says: a call that finished is answered with its recorded result and the tool
 does not run; one that started and whose lease expired (or failed) is answered
 "may have run", as a heal would be, unless its tool is declared ``read_only``
@@ -44,7 +46,8 @@ lease is alive (another process runs it now) is waited for, up to
 Before a call is answered "may have run", the tool's reconcile hook
 (``policy.reconcile``) is asked, if it has one: a result it finds is the
 answer, and "did not happen" lets the call run.
-A call this process announced is a first run and costs no read.
+A call whose record this process's announcement created is a first run and
+costs no read (the ledger's ``announce`` returns the ids it recorded).
 
 Every kind of tool ADK runs is recorded, keyed (:func:`idempotency_key`) and
 guarded the same way, by its call id:
@@ -219,13 +222,16 @@ class ToolRunLedgerPlugin(BasePlugin):
             state=RunState.ANNOUNCED, host=self._host, pid=os.getpid(), attempt=0,
             started_at=now, lease_until=now + self.lease_seconds) for call in calls]
         try:
-            await self.ledger.announce(runs)
+            recorded = await self.ledger.announce(runs)
         except HealError as exc:  # without it, a dead call reads as unknown: never unsafe
             logger.warning("adk_session_heal: %s", exc)
             return None
         key = SessionKey(session.app_name, session.user_id, session.id)
-        for run in runs:
-            self._announced[(key, run.call_id)] = None
+        # Only a call this announcement recorded is a first run: an id the ledger knew (the
+        # model sent the call again, say after a live reconnect) is a run of a call that may
+        # have run before, guarded like ADK's replay.
+        for call_id in (run.call_id for run in runs) if recorded is None else recorded:
+            self._announced[(key, call_id)] = None
         while len(self._announced) > _ANNOUNCED_KEPT:
             self._announced.popitem(last=False)
         return None

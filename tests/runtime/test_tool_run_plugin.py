@@ -571,6 +571,45 @@ async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone
     await plugin.close()
 
 
+@SQLITE_ONLY
+async def test_a_call_id_the_model_sends_again_is_answered_not_run_again(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """The model repeats a call id in a later turn's call event: the announcement finds its
+    record, so the call is a run of a call that ran before, answered with the recorded result;
+    the tool runs once."""
+    runs: list[str] = []
+
+    async def lookup(q: str) -> dict[str, str]:
+        """Looks something up."""
+        runs.append(q)
+        return {"found": q}
+
+    service = adk_store.service()
+    try:
+        session = await service.create_session(app_name=APP, user_id=USER)
+        model = ScriptedModel(script=[ScriptedModel.call("lookup", {"q": "x"}, "same-id"),
+                                      ScriptedModel.say("found"),
+                                      ScriptedModel.call("lookup", {"q": "x"}, "same-id"),
+                                      ScriptedModel.say("found again")])
+        plugin = ToolRunLedgerPlugin(tool_run_ledger)
+        runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[lookup]),
+                        session_service=service, plugins=[plugin])
+        for text in ("look x up", "and again"):
+            message = types.Content(role="user", parts=[types.Part(text=text)])
+            async for _ in runner.run_async(user_id=USER, session_id=session.id,
+                                            new_message=message):
+                pass
+        stored = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert stored is not None
+        answers = [r.response for e in stored.events for r in e.get_function_responses()]
+        assert runs == ["x"] and answers == [{"found": "x"}, {"found": "x"}]
+        record = (await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))["same-id"]
+        assert (record.state, record.attempt) == (RunState.FINISHED, 1)
+        await plugin.close()
+    finally:
+        await close(service)
+
+
 class _CountingReads(SqlToolRunLedger):
     """The real SQL ledger, counting the reads of run records."""
 

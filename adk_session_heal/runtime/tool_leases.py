@@ -162,6 +162,27 @@ class LeaseKeeper:
             self._active_at = time.monotonic()
         return None if held is None else held.run
 
+    def hand_over(self, key: tuple[SessionKey, str], task: asyncio.Task[Any] | None,
+                  to: asyncio.Task[Any]) -> bool:
+        """Moves the run ``task`` holds for ``key`` to ``to``: renewed while ``to`` lives.
+
+        For a live stream, which ADK runs in a task of its own after the call's
+        callbacks. A ``to`` already done takes nothing: the run is dropped, its
+        lease left to run out.
+
+        Returns:
+            Whether ``task`` held a run for ``key`` (else nothing changed).
+        """
+        with self._cond:
+            held = self._held.pop((*key, task), None)
+            if held is None:
+                return False
+            if not to.done():
+                held.task = to
+                self._held[(*key, to)] = held
+            self._active_at = time.monotonic()
+        return True
+
     def held(self) -> list[ToolRun]:
         """The runs whose leases are being renewed."""
         with self._cond:

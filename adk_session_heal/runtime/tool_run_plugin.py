@@ -67,12 +67,32 @@ guarded the same way, by its call id:
 * a ``LongRunningFunctionTool``, recorded while its function runs; ADK's
   resume does not run an unanswered long-running call again (it pauses until
   the call's answer comes), so the guard never sees one: the call stays
-  pending, whatever its record says.
+  pending, whatever its record says;
+* live-mode (``run_live``) streaming tools, async generator functions: ADK
+  (1.x and 2.x) answers the call "pending" between its callbacks and streams
+  the generator in a task of its own (:mod:`~adk_session_heal.runtime.live_streams`).
+  The start is recorded before the stream starts, and the after-tool callback
+  hands the lease to the stream's task: renewed while it streams, however
+  long, the record ``started``, never ``finished`` with "pending". No callback
+  sees a stream end (ADK consumes the generator and catches its errors in that
+  task), so no end is recorded: when the stream ends (done, failed, stopped by
+  ``stop_streaming`` or the live run's end), renewals stop, the lease runs out,
+  and the call reads "may have run". ADK does not guard a live call the model
+  sends again under its id (after ADK resumed the connection, or in another
+  live run of the session): it starts a second stream; the plugin guards it as
+  a replay (waited for, then refused, while the stream holds its lease). ADK
+  2.x registers the stream's task by call id; 1.x by tool name, so there two
+  streams of one tool at once (which 1.x cannot tell apart either: its
+  ``stop_streaming`` stops the latest) both hand their lease to the latest.
+  On 2.x, a stream that ended before the plugin's after-tool callback ran (an
+  earlier plugin's callback awaited that long) is recorded ``finished`` with
+  "pending", as before.
 
-A live-mode (``run_live``) streaming tool, an async generator function, is
-answered "pending" at once: ADK's live caller starts the generator in a task
-of its own and returns that answer, so the record is ``finished`` with it
-(which is what the model got) and the stream's own work holds no lease.
+A plain ``def`` generator tool is not streamed in live mode (nor run as a node
+by ADK 1.x): ADK answers the call with the generator itself, unstarted, and
+the session store runs its body when it serializes that answer, after the
+callbacks. The plugin records no finish for a generator object: its lease runs
+out, and the call reads "may have run".
 
 The heartbeat does not run on the runner's event loop, which a tool may block:
 ADK calls a plain ``def`` tool (or generator) on the loop itself unless
@@ -86,7 +106,8 @@ starts with the first tool and ends after a minute without one, or on
 running tool's lease: ADK 1.x's ``AgentTool`` closes its parent's plugins).
 Every kind in the list above keeps its lease the same way, however long it runs:
 the lease is held for the task that runs the tool's callbacks, from the start
-record to the end record. The only thing that stops a lease is the run ending:
+record to the end record (a live stream's, from its start record on, for the
+task ADK streams it in). The only thing that stops a lease is the run ending:
 
 * the tool returned or raised (the after-tool or error callback records it);
 * the task that ran the tool ended without either (cancelled with its
@@ -94,7 +115,8 @@ record to the end record. The only thing that stops a lease is the run ending:
   died (a plain ``def`` still running in a pool thread after its call was
   cancelled is no longer covered: it may have run);
 * the process died: nothing renews it; the lease runs out ``lease_seconds``
-  after the last renewal at most, and the call can then be healed.
+  after the last renewal at most, and the call can then be healed;
+* for a live stream, whose lease its own task holds: that task ending.
 
 A tool that holds the GIL without a break (C code that never releases it)
 for longer than the lease would starve the heartbeat thread too.
@@ -103,6 +125,7 @@ for longer than the lease would starve the heartbeat thread too.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -135,6 +158,7 @@ from ..errors import HealError
 from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy
 from ..store.reconcile_hooks import HookReconciler
 from .idempotency import idempotency_key
+from .live_streams import is_live_stream, stream_task
 from .tool_leases import LeaseKeeper, ToolRunLedger
 
 logger = logging.getLogger("adk_session_heal")
@@ -337,7 +361,24 @@ class ToolRunLedgerPlugin(BasePlugin):
         ADK 1.x passes a result that is not a dict as the tool returned it (an
         ``AgentTool``'s text, say) and sends it to the model as ``{"result": ...}``:
         that is what is recorded, so a heal can answer with it.
+
+        Two results are not an end. A live stream's "pending": the lease goes
+        to the task ADK streams in (:mod:`~adk_session_heal.runtime.live_streams`),
+        renewed while it runs. A generator object (how ADK 1.x, and live mode,
+        return a plain generator tool's generator, unstarted: the session store
+        runs its body when it serializes the answer): the lease is let go. Either
+        way nothing sees the work end, so nothing is recorded: the lease runs
+        out and the call reads "may have run".
         """
+        key = self._key(tool_context)
+        if key is not None:
+            running = asyncio.current_task()
+            stream = stream_task(tool, tool_context) if is_live_stream(tool, tool_context) else None
+            if stream is not None and self._leases.hand_over(key, running, stream):
+                return None
+            if inspect.isgenerator(result) or inspect.isasyncgen(result):
+                self._leases.release(key, running)
+                return None
         await self._end(tool_context, RunState.FINISHED, as_response(result))
         return None
 

@@ -490,6 +490,28 @@ async def test_a_forked_child_renews_its_own_leases_not_its_parents(
     await plugin.close()
 
 
+async def _first_run(plugin: ToolRunLedgerPlugin, tool: Any, context: ToolContext
+                     ) -> tuple[asyncio.Task[None], asyncio.Event]:
+    """Starts a run of the call through the plugin's callbacks; returns once it started.
+
+    Returns:
+        The run's task, and the event that ends it (its result is ``{"by": "first"}``).
+    """
+    started, ends = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+        started.set()
+        await ends.wait()
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result={"by": "first"})
+
+    running = asyncio.create_task(first())
+    await asyncio.wait_for(started.wait(), 30)
+    return running, ends
+
+
 @SQLITE_ONLY
 async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_result(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
@@ -500,18 +522,7 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
     key = SessionKey(APP, USER, context.session.id)
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=30)
     tool: Any = type("Tool", (), {"name": "lookup"})()
-    first_started, first_ends = asyncio.Event(), asyncio.Event()
-
-    async def first() -> None:
-        assert await plugin.before_tool_callback(tool=tool, tool_args={},
-                                                 tool_context=context) is None
-        first_started.set()
-        await first_ends.wait()
-        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
-                                         result={"by": "first"})
-
-    running = asyncio.create_task(first())
-    await asyncio.wait_for(first_started.wait(), 30)
+    running, first_ends = await _first_run(plugin, tool, context)
     second = asyncio.create_task(plugin.before_tool_callback(tool=tool, tool_args={},
                                                              tool_context=context))
     await asyncio.sleep(1.0)  # three leases: only the first's heartbeat keeps it alive
@@ -537,16 +548,6 @@ async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone
     key = SessionKey(APP, USER, context.session.id)
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=0.3)
     tool: Any = type("Tool", (), {"name": "lookup"})()
-    first_started, first_ends = asyncio.Event(), asyncio.Event()
-
-    async def first() -> None:
-        assert await plugin.before_tool_callback(tool=tool, tool_args={},
-                                                 tool_context=context) is None
-        first_started.set()
-        await first_ends.wait()
-        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
-                                         result={"by": "first"})
-
     async def second() -> dict[str, Any] | None:
         answer = await plugin.before_tool_callback(tool=tool, tool_args={},
                                                    tool_context=context)
@@ -555,8 +556,7 @@ async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone
                                          result=answer)
         return answer
 
-    running = asyncio.create_task(first())
-    await asyncio.wait_for(first_started.wait(), 30)
+    running, first_ends = await _first_run(plugin, tool, context)
     assert await asyncio.wait_for(second(), 30) == {"error": STILL_RUNNING_ERROR}
     assert len(plugin._leases.held()) == 1  # the first's lease, still renewed
     refused_at = time.time()

@@ -69,24 +69,28 @@ guarded the same way, by its call id:
   the call's answer comes), so the guard never sees one: the call stays
   pending, whatever its record says;
 * live-mode (``run_live``) streaming tools, async generator functions: ADK
-  (1.x and 2.x) answers the call "pending" between its callbacks and streams
+  (every supported release) answers the call "pending" between its callbacks and streams
   the generator in a task of its own (:mod:`~adk_session_heal.runtime.live_streams`).
   The start is recorded before the stream starts, and the after-tool callback
   hands the lease to the stream's task: renewed while it streams, however
   long, the record ``started``, never ``finished`` with "pending". No callback
-  sees a stream end (ADK consumes the generator and catches its errors in that
-  task), so no end is recorded: when the stream ends (done, failed, stopped by
+  sees a stream end (ADK consumes the generator in that task, and handles its
+  errors there), so no end is recorded: when the stream ends (done, failed, stopped by
   ``stop_streaming`` or the live run's end), renewals stop, the lease runs out,
   and the call reads "may have run". ADK does not guard a live call the model
   sends again under its id (after ADK resumed the connection, or in another
   live run of the session): it starts a second stream; the plugin guards it as
   a replay (waited for, then refused, while the stream holds its lease). ADK
-  2.x registers the stream's task by call id; 1.x by tool name, so there two
-  streams of one tool at once (which 1.x cannot tell apart either: its
-  ``stop_streaming`` stops the latest) both hand their lease to the latest.
-  On 2.x, a stream that ended before the plugin's after-tool callback ran (an
-  earlier plugin's callback awaited that long) is recorded ``finished`` with
-  "pending", as before.
+  2.13 registers the stream's task by call id; 1.x up to 2.7 by tool name, so
+  there two streams of one tool at once (which ADK cannot tell apart either:
+  its ``stop_streaming`` stops the latest) both hand their lease to the latest.
+  On 2.13, a stream that ended before the plugin's after-tool callback ran
+  (an earlier plugin's callback awaited that long) is recorded ``finished``
+  with "pending", as before. ADK 1.22 to 1.26 run no plugin tool callback in
+  live mode (:data:`~adk_session_heal.core.adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS`):
+  there the plugin announces no live call (an announcement alone would read
+  "did not start" for a tool that ran), so a live call has no record
+  (``unknown``), and a call sent again runs again, as without the plugin.
 
 A plain ``def`` generator tool is not streamed in live mode (nor run as a node
 by ADK 1.x): ADK answers the call with the generator itself, unstarted, and
@@ -141,6 +145,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
+from ..core import adk_compat
 from ..core.findings import CLIENT_FUNCTION_CALL_NAMES
 from ..core.reconcile import settled_outcome
 from ..core.session_key import SessionKey
@@ -215,6 +220,7 @@ class ToolRunLedgerPlugin(BasePlugin):
         self.policy = policy or HealPolicy()
         self.replay_wait = 2 * self.lease_seconds if replay_wait is None else float(replay_wait)
         self._announced: OrderedDict[tuple[SessionKey, str], None] = OrderedDict()
+        self._live_unseen_said = False
         self._clock = clock
         self._host = socket.gethostname()
         if not callable(getattr(ledger, "open_copy", None)):
@@ -237,6 +243,16 @@ class ToolRunLedgerPlugin(BasePlugin):
         calls = [call for call in event.get_function_calls()
                  if call.id and call.name not in CLIENT_FUNCTION_CALL_NAMES]
         if not calls:
+            return None
+        if (invocation_context.live_request_queue is not None
+                and not adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS):
+            # No plugin tool callback runs in this ADK's live mode: an announcement would stay
+            # the only record and read "did not start" for a tool that ran. None: unknown.
+            if not self._live_unseen_said:
+                self._live_unseen_said = True
+                logger.warning("adk_session_heal: ADK %s runs no plugin tool callback in live "
+                               "mode (1.27 does): live tool calls are not recorded",
+                               ".".join(map(str, adk_compat.ADK_VERSION)))
             return None
         session = invocation_context.session
         now = self._clock()

@@ -4,7 +4,9 @@
 run; ``live.say(text)`` sends a user message through its ``LiveRequestQueue``;
 ``await live.until(condition)`` waits for a condition (a generous timeout, never
 a pass/fail time); leaving the block closes the queue, which ends the run, and
-waits for it. ``live.events`` holds what the run yielded.
+waits for it (ADK before 1.27 opens a new connection instead: the run is then
+cancelled, as a caller that walks away does). ``live.events`` holds what the
+run yielded.
 """
 
 from __future__ import annotations
@@ -77,9 +79,11 @@ class LiveRun:
                         trace: TracebackType | None) -> None:
         self.queue.close()
         assert self._task is not None
-        if error is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            return
-        await asyncio.wait_for(self._task, 120)
+        if error is None:
+            await asyncio.wait({self._task}, timeout=30)
+            if self._task.done():
+                self._task.result()
+                return
+        self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task

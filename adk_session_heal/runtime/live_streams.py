@@ -15,8 +15,8 @@ others let the task die), or when it is cancelled (the model's
 :func:`stream_task` finds that task in ADK's own registry, right after ADK
 registered it: by call id where the invocation has
 ``_active_background_tools`` (2.13), else by tool name
-(``InvocationContext.active_streaming_tools``: 1.x up to 2.7; a later stream of
-the same tool replaces the entry's task).
+(``InvocationContext.active_streaming_tools``: 1.x up to 2.7, where a later
+stream of the same tool replaces the entry's task).
 """
 
 from __future__ import annotations

@@ -69,28 +69,30 @@ guarded the same way, by its call id:
   the call's answer comes), so the guard never sees one: the call stays
   pending, whatever its record says;
 * live-mode (``run_live``) streaming tools, async generator functions: ADK
-  (every supported release) answers the call "pending" between its callbacks and streams
-  the generator in a task of its own (:mod:`~adk_session_heal.runtime.live_streams`).
-  The start is recorded before the stream starts, and the after-tool callback
-  hands the lease to the stream's task: renewed while it streams, however
-  long, the record ``started``, never ``finished`` with "pending". No callback
-  sees a stream end (ADK consumes the generator in that task, and handles its
-  errors there), so no end is recorded: when the stream ends (done, failed, stopped by
-  ``stop_streaming`` or the live run's end), renewals stop, the lease runs out,
-  and the call reads "may have run". ADK does not guard a live call the model
-  sends again under its id (after ADK resumed the connection, or in another
-  live run of the session): it starts a second stream; the plugin guards it as
-  a replay (waited for, then refused, while the stream holds its lease). ADK
-  2.13 registers the stream's task by call id; 1.x up to 2.7 by tool name, so
-  there two streams of one tool at once (which ADK cannot tell apart either:
-  its ``stop_streaming`` stops the latest) both hand their lease to the latest.
-  On 2.13, a stream that ended before the plugin's after-tool callback ran
-  (an earlier plugin's callback awaited that long) is recorded ``finished``
-  with "pending", as before. ADK 1.22 to 1.26 run no plugin tool callback in
-  live mode (:data:`~adk_session_heal.core.adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS`):
-  there the plugin announces no live call (an announcement alone would read
-  "did not start" for a tool that ran), so a live call has no record
-  (``unknown``), and a call sent again runs again, as without the plugin.
+  (every supported release) answers the call "pending" between its callbacks and
+  streams the generator in a task of its own
+  (:mod:`~adk_session_heal.runtime.live_streams`). The start is recorded before
+  the stream starts, and the after-tool callback hands the lease to the stream's
+  task: renewed while it streams, however long, the record ``started``, never
+  ``finished`` with "pending". No callback sees a stream end (ADK consumes the
+  generator in that task, and handles its errors there), so no end is recorded:
+  when the stream ends (done, failed, stopped by ``stop_streaming`` or the live
+  run's end), renewals stop, the lease runs out, and the call reads "may have
+  run". ADK does not guard a live call the model sends again under its id (after
+  ADK resumed the connection, or in another live run of the session): it starts
+  a second stream; the plugin guards it as a replay (waited for, then refused,
+  while the stream holds its lease). ADK 2.13 registers the stream's task by
+  call id; 1.x up to 2.7 by tool name, which the plugin reads right after ADK
+  registered it (only if an earlier plugin's after-tool callback awaits while a
+  parallel call of the same tool starts its stream does the lease go to that
+  other stream). On 2.13, a stream that ended before the plugin's after-tool
+  callback ran (an earlier plugin's callback awaited that long) is recorded
+  ``finished`` with "pending", as before. ADK 1.22 to 1.26 run no plugin tool
+  callback in live mode
+  (:data:`~adk_session_heal.core.adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS`): there
+  the plugin announces no live call (an announcement alone would read "did not
+  start" for a tool that ran), so a live call has no record (``unknown``), and a
+  call sent again runs again, as without the plugin.
 
 A plain ``def`` generator tool is not streamed in live mode (nor run as a node
 by ADK 1.x): ADK answers the call with the generator itself, unstarted, and

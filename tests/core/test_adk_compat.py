@@ -244,6 +244,5 @@ def test_a_resume_replays_calls_on_every_adk_but_2_0_and_2_1(
 ])
 def test_live_mode_runs_plugin_tool_callbacks_from_1_27(version: tuple[int, int, int],
                                                         runs: bool) -> None:
-    """ADK's live flow runs plugins' tool callbacks from 1.27 on (read in each release's
-    ``_execute_single_function_call_live``; measured by tests/adk_matrix/live_check.py)."""
+    """ADK's live flow runs plugins' tool callbacks from 1.27 on (measured by live_check.py)."""
     assert live_runs_plugin_tool_callbacks(version) is runs

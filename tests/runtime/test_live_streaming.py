@@ -75,8 +75,7 @@ def _sent(model: ScriptedLiveModel) -> list[LiveSent]:
 
 async def test_a_live_run_over_the_scripted_model_calls_a_tool_and_stores_its_answer(
         tmp_path: Path) -> None:
-    """The scripted live model's call reaches the tool through ADK's live flow; the tool's
-    answer goes back over the connection, the model's reply follows, the session stores all."""
+    """The scripted live model's call runs its tool in ADK's live flow; answer and reply stored."""
     service = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'live.db'}")
     try:
         session = await service.create_session(app_name=APP, user_id=USER)
@@ -99,8 +98,7 @@ async def test_a_live_run_over_the_scripted_model_calls_a_tool_and_stores_its_an
 
 
 async def test_the_scripted_live_connection_refuses_what_a_live_api_would() -> None:
-    """A history with an unanswered call, and a content with no JSON form (a tool's answer
-    holding an object JSON cannot hold), are refused: ProviderRejected."""
+    """An unanswered call in the history, or content with no JSON form: ProviderRejected."""
     model = ScriptedLiveModel(script=_weather_model_side)
     history = History(agent="assistant")
     history.user("weather in Paris?")
@@ -184,10 +182,7 @@ PENDING = {"status": "The function is running asynchronously and the results are
 
 
 async def test_a_live_stream_holds_its_calls_lease_while_it_streams(tmp_path: Path) -> None:
-    """The stream ADK runs after answering "pending" holds the call's lease: the record stays
-    ``started`` and alive while it streams, renewed past three leases, never ``finished`` with
-    "pending"; once the stream ends the renewals stop and the call reads ``may_have_run`` (no
-    callback sees a stream end). One side effect, with its call's idempotency key."""
+    """A live stream's task holds its call's lease while it streams; once it ends: may_have_run."""
     app = await _LiveApp(tmp_path).open()
     stop = asyncio.Event()
     plugin = app.plugin()
@@ -236,11 +231,7 @@ async def test_a_live_stream_holds_its_calls_lease_while_it_streams(tmp_path: Pa
                          ids=["guarded", "adk_alone"])
 async def test_a_call_sent_again_after_a_reconnect_is_refused_while_its_stream_runs(
         tmp_path: Path, guarded: bool) -> None:
-    """ADK resumes the connection when the model says ``go_away`` (a resumption handle given)
-    and keeps the stream running; the model sends the call again, same id, on the new
-    connection: the plugin finds the call's record, waits ``replay_wait`` while the stream
-    holds the lease, and refuses: one stream, one side effect. ADK alone starts a second stream
-    of the call beside the first."""
+    """A call re-sent after ADK resumed the connection is refused while it streams (ADK: twice)."""
     app = await _LiveApp(tmp_path).open()
     plugin = app.plugin(replay_wait=2 * LEASE)
     try:
@@ -295,9 +286,7 @@ def _lookup_side(sent: LiveSent) -> list[LlmResponse]:
                          ids=["on_the_loop", "in_the_pool"])
 async def test_a_plain_def_tool_in_live_mode_keeps_its_lease_and_records_its_result(
         tmp_path: Path, pool: bool) -> None:
-    """A plain ``def`` tool in a live run, on ADK's event loop (which it blocks) or in ADK's
-    tool thread pool: its lease is renewed while it runs (four leases), and its result is
-    recorded, as in ``run_async``."""
+    """A plain def in live mode, on the loop or in ADK's pool: lease renewed, result recorded."""
     app = await _LiveApp(tmp_path).open()
     plugin = app.plugin()
     try:
@@ -334,11 +323,7 @@ def _ticks_side(sent: LiveSent) -> list[LlmResponse]:
 
 async def test_a_plain_generator_tool_in_live_mode_runs_when_adk_stores_its_answer(
         tmp_path: Path) -> None:
-    """ADK's live mode does not stream a plain ``def`` generator: the call's answer is the
-    generator itself, unstarted, and the session store runs its body when it serializes the
-    answer, after the tool callbacks. The plugin records no finish for a generator: the lease
-    runs out and the call reads ``may_have_run``; the body ran once, its values are what the
-    session stores, and the model is sent what is left of the generator, nothing."""
+    """A plain generator in live mode runs when ADK stores its answer: no finish, may_have_run."""
     app = await _LiveApp(tmp_path).open()
     plugin = app.plugin()
     runs: list[int] = []
@@ -507,10 +492,7 @@ async def _one_watch_with_its_key(streaming: _Streaming) -> None:
 @pytest.mark.slow
 async def test_a_stream_outliving_its_leases_is_refused_from_another_process(
         live_url: str, tmp_path: Path) -> None:
-    """A stream running (in a child process) past three leases when another process's live
-    run gets the call again: refused as still running elsewhere after ``replay_wait``, while
-    the stream goes on renewing its lease; a read through ``HealingSessionService`` meanwhile
-    heals nothing (ADK stored "pending" as the call's answer); one side effect."""
+    """A stream past 3 leases elsewhere: a re-sent call is refused, nothing healed, one effect."""
     streaming = _Streaming(live_url, tmp_path / "effects")
     try:
         await streaming.start()
@@ -539,9 +521,7 @@ async def test_a_stream_outliving_its_leases_is_refused_from_another_process(
 @pytest.mark.slow
 async def test_a_stream_killed_while_another_process_waits_is_answered_may_have_run(
         live_url: str, tmp_path: Path) -> None:
-    """The same, with a long ``replay_wait``: the other process waits while the stream renews
-    its lease, the streaming process is SIGKILLed, its lease runs out, and the call is answered
-    "may have run", after the kill; the stream never ran twice."""
+    """A re-sent call waits while the stream renews; its runner killed: may_have_run, once."""
     streaming = _Streaming(live_url, tmp_path / "effects")
     died_at: list[float] = []
     try:

@@ -541,9 +541,7 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
 @SQLITE_ONLY
 async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """A second run of one call id refused while the first still holds its lease: ADK runs the
-    after-tool callbacks of the refused run too, and they end nothing; the first's lease goes on
-    being renewed and its own end is what is recorded."""
+    """A refused second run's after-tool callback ends nothing: the first's lease and end stand."""
     context = await _captured_context(adk_store, tool_run_ledger, "refused")
     key = SessionKey(APP, USER, context.session.id)
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=0.3)
@@ -574,9 +572,7 @@ async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone
 @SQLITE_ONLY
 async def test_a_call_id_the_model_sends_again_is_answered_not_run_again(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """The model repeats a call id in a later turn's call event: the announcement finds its
-    record, so the call is a run of a call that ran before, answered with the recorded result;
-    the tool runs once."""
+    """A call id the model repeats in a later turn is answered with its recorded result, once."""
     runs: list[str] = []
 
     async def lookup(q: str) -> dict[str, str]:

@@ -54,8 +54,7 @@ def _run(call_id: str, attempt: int = 0) -> ToolRun:
 
 async def test_records_count_attempts_and_refuse_stale_writers(
         ledger: RedisToolRunLedger, prefix: str) -> None:
-    """Announce keeps existing records (and returns only the ids it recorded); starts count
-    attempts; an old attempt cannot write."""
+    """Announce keeps records, returns new ids; starts count attempts; old attempts can't write."""
     key = SessionKey(APP, USER, "s-1")
     assert await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED)]) == {"c-1"}
     assert await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED, host="other"),

@@ -66,8 +66,7 @@ async def test_concurrent_first_starts_of_many_calls_each_get_one_row(
 
 async def test_an_announcement_never_overwrites_a_record(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """Announced calls are attempt 0; a start makes it 1; a late announcement changes nothing.
-    Each announcement returns the call ids it recorded: none already known."""
+    """Announcements keep records and return only the ids they recorded; starts count from 1."""
     ledger = tool_run_ledger
     announced = [replace(_run(f"c-{i}"), state=RunState.ANNOUNCED) for i in range(3)]
     assert await ledger.announce(announced) == {"c-0", "c-1", "c-2"}

@@ -29,7 +29,8 @@ from .runtime.context_filter.window import (
 )
 from .runtime.idempotency import idempotency_key
 from .runtime.rerun_plugin import RerunSafeCallsPlugin
-from .runtime.tool_run_plugin import ToolRunLedger, ToolRunLedgerPlugin
+from .runtime.tool_leases import ToolRunLedger
+from .runtime.tool_run_plugin import ToolRunLedgerPlugin
 
 __all__ = [
     "ContentCounter",

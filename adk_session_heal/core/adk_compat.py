@@ -38,6 +38,12 @@ What differs, and what this module answers for the rest of the package:
   then sent the dead call unanswered (measured: ``tests/adk_matrix/replay_check.py``).
   :data:`RESUME_REPLAYS_CALLS` says which; the wrapper leaves dead calls to a
   resume (``HealPolicy.resumable_app``) only where it does.
+* **Tool callbacks in live mode.** ``Runner.run_live`` runs the plugins'
+  before- and after-tool callbacks around each tool from 1.27 (1.27.1, the
+  first 1.27 release); 1.22 to 1.26 run only the agent's own there, so a
+  plugin sees a live call's event (``on_event_callback``) but never its tool
+  run. :data:`LIVE_TOOL_PLUGIN_CALLBACKS` says which (measured:
+  ``tests/adk_matrix/live_check.py``).
 * **Timestamp columns.** ``DatabaseSessionService`` up to 2.6 stores
   ``events.timestamp`` as naive *local* time (``datetime.fromtimestamp``) and
   reads it back the same way; 2.7 and later store naive UTC. Writers place a
@@ -97,6 +103,9 @@ if TYPE_CHECKING:  # module attributes computed on first access, by __getattr__ 
     RESUME_REPLAYS_CALLS: bool
     """Whether the installed ``Runner`` resumes an invocation by running its unanswered calls
     again (every supported version but 2.0 and 2.1: :func:`resume_replays_calls`)."""
+    LIVE_TOOL_PLUGIN_CALLBACKS: bool
+    """Whether the installed ADK's live flow runs plugins' tool callbacks (1.27 and later:
+    :func:`live_runs_plugin_tool_callbacks`)."""
 
 PORTABLE_EVENT_FIELDS: frozenset[str] = frozenset({
     "id", "invocation_id", "author", "branch", "timestamp", "content", "custom_metadata",
@@ -122,16 +131,27 @@ def resume_replays_calls(version: tuple[int, int, int]) -> bool:
     return not (2, 0) <= version[:2] < (2, 2)
 
 
+def live_runs_plugin_tool_callbacks(version: tuple[int, int, int]) -> bool:
+    """Whether that ADK's live flow runs plugins' before- and after-tool callbacks.
+
+    Up to 1.26, ``_execute_single_function_call_live`` runs only the agent's
+    canonical tool callbacks; 1.27 added the plugin manager's, which every
+    later version (2.x's ``_execute_single_prepared_call`` too) runs.
+    """
+    return version >= (1, 27)
+
+
 _LAZY: dict[str, Callable[[], object]] = {
     "ADK_VERSION": _adk_version, "EVENT_FIELDS": _event_fields,
     "STORES_LOCAL_TIME": _stores_local_time,
     "RESUME_REPLAYS_CALLS": lambda: resume_replays_calls(_adk_version()),
+    "LIVE_TOOL_PLUGIN_CALLBACKS": lambda: live_runs_plugin_tool_callbacks(_adk_version()),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Computes :data:`ADK_VERSION`, :data:`EVENT_FIELDS`, :data:`STORES_LOCAL_TIME` and
-    :data:`RESUME_REPLAYS_CALLS` on use.
+    """Computes :data:`ADK_VERSION`, :data:`EVENT_FIELDS`, :data:`STORES_LOCAL_TIME`,
+    :data:`RESUME_REPLAYS_CALLS` and :data:`LIVE_TOOL_PLUGIN_CALLBACKS` on use.
 
     Raises:
         AttributeError: ``name`` is not one of them.

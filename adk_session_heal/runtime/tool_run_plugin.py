@@ -31,10 +31,12 @@ What the records mean for a dead call is :func:`~adk_session_heal.core.tool_runs
 
 **Runs of a call that ran before.** ADK runs a call again when a resumable app
 resumes an interrupted invocation (it replays the unanswered calls, matched by
-the stored call event), and ``RerunSafeCallsPlugin`` runs dead read-only calls
-again. A call this plugin did not announce in this process is such a run (or a
-call ADK announced elsewhere): before it starts, the plugin reads the call's
-record, once, and does what :func:`~adk_session_heal.core.tool_runs.replay_action`
+the stored call event), ``RerunSafeCallsPlugin`` runs dead read-only calls
+again, and a model may send a call again under its id (a live model after a
+reconnect). A call whose record this plugin's announcement did not create in
+this process is such a run (or one announced elsewhere, or an id the ledger
+knew when the model sent it again): before it starts, the plugin reads the
+call's record, once, and does what :func:`~adk_session_heal.core.tool_runs.replay_action`
 says: a call that finished is answered with its recorded result and the tool
 does not run; one that started and whose lease expired (or failed) is answered
 "may have run", as a heal would be, unless its tool is declared ``read_only``
@@ -44,7 +46,8 @@ lease is alive (another process runs it now) is waited for, up to
 Before a call is answered "may have run", the tool's reconcile hook
 (``policy.reconcile``) is asked, if it has one: a result it finds is the
 answer, and "did not happen" lets the call run.
-A call this process announced is a first run and costs no read.
+A call whose record this process's announcement created is a first run and
+costs no read (the ledger's ``announce`` returns the ids it recorded).
 
 Every kind of tool ADK runs is recorded, keyed (:func:`idempotency_key`) and
 guarded the same way, by its call id:
@@ -64,12 +67,38 @@ guarded the same way, by its call id:
 * a ``LongRunningFunctionTool``, recorded while its function runs; ADK's
   resume does not run an unanswered long-running call again (it pauses until
   the call's answer comes), so the guard never sees one: the call stays
-  pending, whatever its record says.
+  pending, whatever its record says;
+* live-mode (``run_live``) streaming tools, async generator functions: ADK
+  (every supported release) answers the call "pending" between its callbacks and
+  streams the generator in a task of its own
+  (:mod:`~adk_session_heal.runtime.live_streams`). The start is recorded before
+  the stream starts, and the after-tool callback hands the lease to the stream's
+  task: renewed while it streams, however long, the record ``started``, never
+  ``finished`` with "pending". No callback sees a stream end (ADK consumes the
+  generator in that task, and handles its errors there), so no end is recorded:
+  when the stream ends (done, failed, stopped by ``stop_streaming`` or the live
+  run's end), renewals stop, the lease runs out, and the call reads "may have
+  run". ADK does not guard a live call the model sends again under its id (after
+  ADK resumed the connection, or in another live run of the session): it starts
+  a second stream; the plugin guards it as a replay (waited for, then refused,
+  while the stream holds its lease). ADK 2.13 registers the stream's task by
+  call id; 1.x up to 2.7 by tool name, which the plugin reads right after ADK
+  registered it (only if an earlier plugin's after-tool callback awaits while a
+  parallel call of the same tool starts its stream does the lease go to that
+  other stream). On 2.13, a stream that ended before the plugin's after-tool
+  callback ran (an earlier plugin's callback awaited that long) is recorded
+  ``finished`` with "pending", as before. ADK 1.22 to 1.26 run no plugin tool
+  callback in live mode
+  (:data:`~adk_session_heal.core.adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS`): there
+  the plugin announces no live call (an announcement alone would read "did not
+  start" for a tool that ran), so a live call has no record (``unknown``), and a
+  call sent again runs again, as without the plugin.
 
-A live-mode (``run_live``) streaming tool, an async generator function, is
-answered "pending" at once: ADK's live caller starts the generator in a task
-of its own and returns that answer, so the record is ``finished`` with it
-(which is what the model got) and the stream's own work holds no lease.
+A plain ``def`` generator tool is not streamed in live mode (nor run as a node
+by ADK 1.x): ADK answers the call with the generator itself, unstarted, and
+the session store runs its body when it serializes that answer, after the
+callbacks. The plugin records no finish for a generator object: its lease runs
+out, and the call reads "may have run".
 
 The heartbeat does not run on the runner's event loop, which a tool may block:
 ADK calls a plain ``def`` tool (or generator) on the loop itself unless
@@ -83,7 +112,8 @@ starts with the first tool and ends after a minute without one, or on
 running tool's lease: ADK 1.x's ``AgentTool`` closes its parent's plugins).
 Every kind in the list above keeps its lease the same way, however long it runs:
 the lease is held for the task that runs the tool's callbacks, from the start
-record to the end record. The only thing that stops a lease is the run ending:
+record to the end record (a live stream's, from its start record on, for the
+task ADK streams it in). The only thing that stops a lease is the run ending:
 
 * the tool returned or raised (the after-tool or error callback records it);
 * the task that ran the tool ended without either (cancelled with its
@@ -91,7 +121,8 @@ record to the end record. The only thing that stops a lease is the run ending:
   died (a plain ``def`` still running in a pool thread after its call was
   cancelled is no longer covered: it may have run);
 * the process died: nothing renews it; the lease runs out ``lease_seconds``
-  after the last renewal at most, and the call can then be healed.
+  after the last renewal at most, and the call can then be healed;
+* for a live stream, whose lease its own task holds: that task ending.
 
 A tool that holds the GIL without a break (C code that never releases it)
 for longer than the lease would starve the heartbeat thread too.
@@ -100,16 +131,15 @@ for longer than the lease would starve the heartbeat thread too.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
-import threading
 import time
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
@@ -117,6 +147,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
+from ..core import adk_compat
 from ..core.findings import CLIENT_FUNCTION_CALL_NAMES
 from ..core.reconcile import settled_outcome
 from ..core.session_key import SessionKey
@@ -134,6 +165,8 @@ from ..errors import HealError
 from ..policy import CallOutcome, DeadCall, DoubtfulCall, HealPolicy
 from ..store.reconcile_hooks import HookReconciler
 from .idempotency import idempotency_key
+from .live_streams import is_live_stream, stream_task
+from .tool_leases import LeaseKeeper, ToolRunLedger
 
 logger = logging.getLogger("adk_session_heal")
 
@@ -154,240 +187,6 @@ REPLAY_REASON = "replayed"
 
 _ANNOUNCED_KEPT = 10_000
 """How many calls announced in this process are remembered as first runs."""
-
-
-class ToolRunLedger(Protocol):
-    """Where tool runs are recorded: ``SqlToolRunLedger`` or ``RedisToolRunLedger``."""
-
-    async def runs(self, key: SessionKey, call_ids: Iterable[str] | None = None
-                   ) -> dict[str, ToolRun]:
-        """Returns the session's tool runs by call id (only ``call_ids`` when given)."""
-        ...
-
-    async def announce(self, runs: Sequence[ToolRun]) -> None:
-        """Records calls about to run, keeping existing records."""
-
-    async def start(self, run: ToolRun) -> int:
-        """Records a start; returns its attempt number."""
-
-    async def renew(self, run: ToolRun, lease_until: float) -> bool:
-        """Pushes a running attempt's lease forward."""
-
-    async def finish(self, run: ToolRun, state: RunState, finished_at: float,
-                     result: str | None, truncated: bool) -> bool:
-        """Records how an attempt ended."""
-
-    def open_copy(self) -> ToolRunLedger:
-        """Returns the same ledger over connections of its own, for another thread's loop.
-
-        The heartbeat renews leases from a thread with its own event loop: an
-        async engine's or client's connections belong to the loop that opened
-        them. Builds objects only (nothing connects until first used).
-        """
-
-    async def close(self) -> None:
-        """Releases what the ledger opened."""
-
-
-_IDLE_SECONDS = 60.0
-"""How long the heartbeat thread waits for a tool to start before it ends."""
-
-
-@dataclass(slots=True)
-class _Held:
-    """A running tool's lease: its attempt, the task running it, when to renew it next."""
-
-    run: ToolRun
-    task: asyncio.Task[Any] | None
-    renew_at: float
-
-
-class _LeaseKeeper:
-    """Renews running tools' leases from a daemon thread with its own loop and connections.
-
-    The runner's event loop only adds and removes entries (under a lock); the
-    thread wakes every third of the lease, renews what is due on its own copy
-    of the ledger, and ends after :data:`_IDLE_SECONDS` with nothing to hold.
-    A forked child starts with no thread and no entries (see :func:`_after_fork`).
-
-    Args:
-        ledger: The plugin's ledger (copied for the thread: :meth:`ToolRunLedger.open_copy`).
-        lease_seconds: The lease; renewed every third of it.
-        clock: Seconds since the epoch, for ``lease_until``.
-    """
-
-    def __init__(self, ledger: ToolRunLedger, lease_seconds: float,
-                 clock: Callable[[], float]) -> None:
-        self._ledger = ledger
-        self._lease = lease_seconds
-        self._period = lease_seconds / 3
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._held: dict[tuple[SessionKey, str, asyncio.Task[Any] | None], _Held] = {}
-        self._reserved = 0
-        self._active_at = 0.0
-        self._closing = False
-        self._thread: threading.Thread | None = None
-        _KEEPERS.add(self)
-
-    def _forked(self) -> None:
-        """In a forked child: no thread runs, no tool of the parent's runs, the lock is free."""
-        self._cond = threading.Condition()
-        self._held.clear()
-        self._reserved = 0
-        self._closing = False
-        self._thread = None
-
-    def _start(self) -> None:
-        """Starts the thread unless it runs (called with the lock held)."""
-        if self._thread is None:
-            copy = self._ledger.open_copy()
-            self._thread = threading.Thread(target=self._serve, args=(copy,), daemon=True,
-                                            name="adk_session_heal_tool_leases")
-            self._thread.start()
-        self._closing = False
-        self._active_at = time.monotonic()
-
-    def reserve(self) -> None:
-        """Makes sure the thread runs before a start is recorded; then :meth:`hold` or
-        :meth:`unreserve`.
-
-        Raises:
-            HealError: The ledger cannot be copied for the thread.
-        """
-        with self._cond:
-            self._start()
-            self._reserved += 1
-
-    def unreserve(self) -> None:
-        """Takes back a :meth:`reserve` whose start was not recorded."""
-        with self._cond:
-            self._reserved = max(0, self._reserved - 1)
-            self._active_at = time.monotonic()
-
-    def hold(self, key: tuple[SessionKey, str], run: ToolRun,
-             task: asyncio.Task[Any] | None) -> None:
-        """Renews ``run``'s lease from now on, while ``task`` (the one running the tool) lives."""
-        with self._cond:
-            self._reserved = max(0, self._reserved - 1)
-            self._start()  # closed since reserve: runs again
-            self._held[(*key, task)] = _Held(run, task, time.monotonic() + self._period)
-
-    def release(self, key: tuple[SessionKey, str],
-                task: asyncio.Task[Any] | None) -> ToolRun | None:
-        """Stops renewing the run ``task`` holds for ``key``; returns it (``None``: none held).
-
-        Keyed by the task too: two runs of one call id at once (a repeated
-        call) each end their own attempt. Called from another task (no ADK
-        version does), the one run held for ``key`` is released.
-        """
-        with self._cond:
-            held = self._held.pop((*key, task), None)
-            if held is None:
-                others = [entry for entry in self._held if entry[:2] == key]
-                if len(others) == 1:
-                    held = self._held.pop(others[0])
-            self._active_at = time.monotonic()
-        return None if held is None else held.run
-
-    def held(self) -> list[ToolRun]:
-        """The runs whose leases are being renewed."""
-        with self._cond:
-            return [held.run for held in self._held.values()]
-
-    def close(self) -> threading.Thread | None:
-        """Ends the thread as soon as no lease is held (it closes its ledger copy).
-
-        Leases held go on being renewed until their tools end: closing a runner
-        must not get a tool that still runs healed (ADK 1.x's ``AgentTool``
-        closes its parent's plugins when its own agent is done).
-
-        Returns:
-            The thread, to join, if it ends now (nothing held); else ``None``.
-        """
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-            if self._held or self._reserved:
-                return None
-            thread, self._thread = self._thread, None
-        return thread
-
-    def _due(self) -> list[ToolRun] | None:
-        """Waits until a lease is due; returns the runs to renew, or ``None`` to end.
-
-        Called by the thread, with the lock held. A run whose task ended (or
-        whose loop was closed) is dropped here, unrenewed.
-        """
-        me = threading.current_thread()
-        while self._thread is me:
-            now = time.monotonic()
-            for key, held in list(self._held.items()):
-                task = held.task
-                if task is not None and (task.done() or task.get_loop().is_closed()):
-                    del self._held[key]
-            due = [held for held in self._held.values() if held.renew_at <= now]
-            if due:
-                for held in due:
-                    held.renew_at = now + self._period
-                return [held.run for held in due]
-            if self._held:
-                wait = min(held.renew_at for held in self._held.values()) - now
-            elif self._reserved or (not self._closing
-                                    and now < self._active_at + _IDLE_SECONDS):
-                # A run held from now on is due a period from now: it needs no wake-up.
-                wait = self._period
-            else:
-                self._thread = None
-                return None
-            self._cond.wait(wait)
-        return None
-
-    def _serve(self, ledger: ToolRunLedger) -> None:
-        """The thread: renews due leases on its own loop until told to end, then closes."""
-        loop = asyncio.new_event_loop()
-        try:
-            while True:
-                with self._cond:
-                    due = self._due()
-                if due is None:
-                    return
-                try:
-                    loop.run_until_complete(self._renew(ledger, due))
-                except Exception:  # never end the thread: every lease would run out
-                    logger.exception("adk_session_heal: could not renew tool leases")
-        finally:
-            try:
-                loop.run_until_complete(ledger.close())
-            except Exception:  # the thread ends either way; say why its connections leaked
-                logger.exception("adk_session_heal: could not close the lease heartbeat's ledger")
-            loop.close()
-
-    async def _renew(self, ledger: ToolRunLedger, due: list[ToolRun]) -> None:
-        """Renews each due lease (at once); a failure is logged and retried at the next beat."""
-        until = self._clock() + self._lease
-        outcomes = await asyncio.gather(*(ledger.renew(run, until) for run in due),
-                                        return_exceptions=True)
-        for run, outcome in zip(due, outcomes, strict=True):
-            if isinstance(outcome, HealError):
-                logger.warning("adk_session_heal: %s (tool %s#%s)", outcome, run.tool_name,
-                               run.call_id)
-            elif isinstance(outcome, BaseException):
-                logger.error("adk_session_heal: could not renew the lease of tool %s#%s",
-                             run.tool_name, run.call_id, exc_info=outcome)
-
-
-_KEEPERS: weakref.WeakSet[_LeaseKeeper] = weakref.WeakSet()
-
-
-def _after_fork() -> None:
-    """Resets every lease keeper in a forked child (its parent's thread does not exist there)."""
-    for keeper in list(_KEEPERS):
-        keeper._forked()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
-    os.register_at_fork(after_in_child=_after_fork)
 
 
 class ToolRunLedgerPlugin(BasePlugin):
@@ -423,12 +222,13 @@ class ToolRunLedgerPlugin(BasePlugin):
         self.policy = policy or HealPolicy()
         self.replay_wait = 2 * self.lease_seconds if replay_wait is None else float(replay_wait)
         self._announced: OrderedDict[tuple[SessionKey, str], None] = OrderedDict()
+        self._live_unseen_said = False
         self._clock = clock
         self._host = socket.gethostname()
         if not callable(getattr(ledger, "open_copy", None)):
             raise TypeError("the ledger must have open_copy(): the lease heartbeat renews "
                             "from a thread of its own, over connections of its own")
-        self._leases = _LeaseKeeper(ledger, self.lease_seconds, clock)
+        self._leases = LeaseKeeper(ledger, self.lease_seconds, clock)
 
     def _key(self, tool_context: ToolContext) -> tuple[SessionKey, str] | None:
         call_id = tool_context.function_call_id
@@ -446,6 +246,16 @@ class ToolRunLedgerPlugin(BasePlugin):
                  if call.id and call.name not in CLIENT_FUNCTION_CALL_NAMES]
         if not calls:
             return None
+        if (invocation_context.live_request_queue is not None
+                and not adk_compat.LIVE_TOOL_PLUGIN_CALLBACKS):
+            # No plugin tool callback runs in this ADK's live mode: an announcement would stay
+            # the only record and read "did not start" for a tool that ran. None: unknown.
+            if not self._live_unseen_said:
+                self._live_unseen_said = True
+                logger.warning("adk_session_heal: ADK %s runs no plugin tool callback in live "
+                               "mode (1.27 does): live tool calls are not recorded",
+                               ".".join(map(str, adk_compat.ADK_VERSION)))
+            return None
         session = invocation_context.session
         now = self._clock()
         runs = [ToolRun(
@@ -454,13 +264,16 @@ class ToolRunLedgerPlugin(BasePlugin):
             state=RunState.ANNOUNCED, host=self._host, pid=os.getpid(), attempt=0,
             started_at=now, lease_until=now + self.lease_seconds) for call in calls]
         try:
-            await self.ledger.announce(runs)
+            recorded = await self.ledger.announce(runs)
         except HealError as exc:  # without it, a dead call reads as unknown: never unsafe
             logger.warning("adk_session_heal: %s", exc)
             return None
         key = SessionKey(session.app_name, session.user_id, session.id)
-        for run in runs:
-            self._announced[(key, run.call_id)] = None
+        # Only a call this announcement recorded is a first run: an id the ledger knew (the
+        # model sent the call again, say after a live reconnect) is a run of a call that may
+        # have run before, guarded like ADK's replay.
+        for call_id in (run.call_id for run in runs) if recorded is None else recorded:
+            self._announced[(key, call_id)] = None
         while len(self._announced) > _ANNOUNCED_KEPT:
             self._announced.popitem(last=False)
         return None
@@ -566,7 +379,24 @@ class ToolRunLedgerPlugin(BasePlugin):
         ADK 1.x passes a result that is not a dict as the tool returned it (an
         ``AgentTool``'s text, say) and sends it to the model as ``{"result": ...}``:
         that is what is recorded, so a heal can answer with it.
+
+        Two results are not an end. A live stream's "pending": the lease goes
+        to the task ADK streams in (:mod:`~adk_session_heal.runtime.live_streams`),
+        renewed while it runs. A generator object (how ADK 1.x, and live mode,
+        return a plain generator tool's generator, unstarted: the session store
+        runs its body when it serializes the answer): the lease is let go. Either
+        way nothing sees the work end, so nothing is recorded: the lease runs
+        out and the call reads "may have run".
         """
+        key = self._key(tool_context)
+        if key is not None:
+            running = asyncio.current_task()
+            stream = stream_task(tool, tool_context) if is_live_stream(tool, tool_context) else None
+            if stream is not None and self._leases.hand_over(key, running, stream):
+                return None
+            if inspect.isgenerator(result) or inspect.isasyncgen(result):
+                self._leases.release(key, running)
+                return None
         await self._end(tool_context, RunState.FINISHED, as_response(result))
         return None
 

@@ -39,6 +39,13 @@ missing or broken), installs this checkout into it, and runs, per version:
   of a tool turn and resumed by that ADK's ``Runner`` from another process, makes
   each side effect at most once (ADK alone makes a finished one twice);
   ``n/a`` on an ADK without resumable apps (``replay_check.py``);
+* ``live``: that ADK's real ``Runner.run_live`` over the scripted live model,
+  with ``ToolRunLedgerPlugin``: a streaming tool's call keeps its lease while
+  the stream runs (then reads ``may_have_run``), a call the model sends again
+  while it streams is refused (ADK alone streams it twice), and a plain ``def``
+  in ADK's tool thread pool keeps its lease and records its result; ``n/a``
+  on an ADK whose live mode runs no plugin tool callback (1.22 to 1.26), where
+  live calls must be left unrecorded (``live_check.py``);
 
 and per cell (version x backend x time zone), on one fresh database:
 
@@ -113,9 +120,11 @@ VENV_FORMAT = "1"
 """Bump to rebuild every cached environment (when :func:`venv_spec` changes shape)."""
 
 CELL_CHECKS = ("write", "repair-ci", "repair-venv", "wrapper", "incremental")
-VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted", "replay")
+VERSION_CHECKS = ("pip", "install", "api", "order", "late", "rerun", "odd", "sorted", "replay",
+                  "live")
 NOT_APPLICABLE = "n/a"
-"""A check's result where that ADK lacks what it checks (no resumable apps: ``replay``)."""
+"""A check's result where that ADK lacks what it checks (no resumable apps: ``replay``; no
+plugin tool callbacks in live mode: ``live``)."""
 
 
 class StepFailed(Exception):
@@ -334,6 +343,14 @@ def _replay(env: Env) -> str:
     return "pass" if printed.get("resumable") else f"{NOT_APPLICABLE} (no resumable apps)"
 
 
+def _live(env: Env) -> str:
+    """``live``: pass, or :data:`NOT_APPLICABLE` on an ADK whose live mode runs no plugin tool
+    callback (where the check still requires that live calls are left unrecorded)."""
+    printed = last_json("live", run_step("live", [env.python, str(HERE / "live_check.py")]))
+    return ("pass" if printed.get("live_tool_callbacks")
+            else f"{NOT_APPLICABLE} (no plugin tool callbacks in live mode: not recorded)")
+
+
 def prepare(env: Env, wheel: Path) -> None:
     """Builds or reuses the environment, then runs the per-version checks."""
     started = time.monotonic()
@@ -347,6 +364,7 @@ def prepare(env: Env, wheel: Path) -> None:
         ("odd", lambda: run_step("odd", [env.python, str(HERE / "odd_check.py")])),
         ("sorted", lambda: run_step("sorted", [env.python, str(HERE / "sorted_check.py")])),
         ("replay", lambda: _replay(env)),
+        ("live", lambda: _live(env)),
     ]
     try:
         ensure_venv(env)
@@ -362,8 +380,9 @@ def prepare(env: Env, wheel: Path) -> None:
             continue
         try:
             outcome = step()
-            # Only ``replay`` says its own result (n/a); the others pass by not failing.
-            env.results[name] = str(outcome) if name == "replay" else "pass"
+            # Only ``replay`` and ``live`` say their own result (n/a); the others pass by not
+            # failing.
+            env.results[name] = str(outcome) if name in ("replay", "live") else "pass"
         except StepFailed as exc:
             env.results[name] = f"FAIL {exc}"
     env.seconds = time.monotonic() - started

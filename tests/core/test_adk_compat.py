@@ -31,6 +31,7 @@ from adk_session_heal.core.adk_compat import (
     PORTABLE_EVENT_FIELDS,
     STORES_LOCAL_TIME,
     column_to_timestamp,
+    live_runs_plugin_tool_callbacks,
     readable_event_data,
     resume_replays_calls,
     timestamp_to_column,
@@ -235,3 +236,13 @@ def test_a_resume_replays_calls_on_every_adk_but_2_0_and_2_1(
     """2.0 and 2.1 start a new invocation for run_async(invocation_id=...): no replay there
     (measured on each line by tests/adk_matrix/replay_check.py)."""
     assert resume_replays_calls(version) is replays
+
+
+@pytest.mark.parametrize(("version", "runs"), [
+    ((1, 22, 1), False), ((1, 26, 0), False), ((1, 27, 1), True), ((1, 39, 1), True),
+    ((2, 0, 0), True), ((2, 13, 0), True),
+])
+def test_live_mode_runs_plugin_tool_callbacks_from_1_27(version: tuple[int, int, int],
+                                                        runs: bool) -> None:
+    """ADK's live flow runs plugins' tool callbacks from 1.27 on (measured by live_check.py)."""
+    assert live_runs_plugin_tool_callbacks(version) is runs

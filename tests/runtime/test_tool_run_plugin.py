@@ -32,7 +32,7 @@ from tool_run_kill import TOOL_KINDS, run_until_killed, watch_then_kill
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
 from adk_session_heal.policy import CallOutcome
-from adk_session_heal.runtime import tool_run_plugin
+from adk_session_heal.runtime import tool_leases
 from adk_session_heal.runtime.tool_run_plugin import (
     NOT_RECORDED_ERROR,
     STILL_RUNNING_ERROR,
@@ -385,7 +385,7 @@ async def test_the_heartbeat_thread_ends_when_idle_or_closed_and_comes_back_with
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The thread starts with the first tool, ends after the idle time with no tool, starts
     again with the next tool, and ends on close() (ADK's Runner.close calls it)."""
-    monkeypatch.setattr(tool_run_plugin, "_IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(tool_leases, "_IDLE_SECONDS", 0.3)
     threads: list[threading.Thread | None] = []
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3)
 
@@ -490,6 +490,28 @@ async def test_a_forked_child_renews_its_own_leases_not_its_parents(
     await plugin.close()
 
 
+async def _first_run(plugin: ToolRunLedgerPlugin, tool: Any, context: ToolContext
+                     ) -> tuple[asyncio.Task[None], asyncio.Event]:
+    """Starts a run of the call through the plugin's callbacks; returns once it started.
+
+    Returns:
+        The run's task, and the event that ends it (its result is ``{"by": "first"}``).
+    """
+    started, ends = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        assert await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                 tool_context=context) is None
+        started.set()
+        await ends.wait()
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result={"by": "first"})
+
+    running = asyncio.create_task(first())
+    await asyncio.wait_for(started.wait(), 30)
+    return running, ends
+
+
 @SQLITE_ONLY
 async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_result(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
@@ -500,18 +522,7 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
     key = SessionKey(APP, USER, context.session.id)
     plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=30)
     tool: Any = type("Tool", (), {"name": "lookup"})()
-    first_started, first_ends = asyncio.Event(), asyncio.Event()
-
-    async def first() -> None:
-        assert await plugin.before_tool_callback(tool=tool, tool_args={},
-                                                 tool_context=context) is None
-        first_started.set()
-        await first_ends.wait()
-        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
-                                         result={"by": "first"})
-
-    running = asyncio.create_task(first())
-    await asyncio.wait_for(first_started.wait(), 30)
+    running, first_ends = await _first_run(plugin, tool, context)
     second = asyncio.create_task(plugin.before_tool_callback(tool=tool, tool_args={},
                                                              tool_context=context))
     await asyncio.sleep(1.0)  # three leases: only the first's heartbeat keeps it alive
@@ -525,6 +536,74 @@ async def test_a_second_run_of_one_call_id_waits_for_the_first_and_gets_its_resu
     assert final.state is RunState.FINISHED and final.result == {"by": "first"}
     assert final.attempt == run_now.attempt  # the second never recorded a start
     await plugin.close()
+
+
+@SQLITE_ONLY
+async def test_a_refused_second_run_leaves_the_first_runs_lease_and_record_alone(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A refused second run's after-tool callback ends nothing: the first's lease and end stand."""
+    context = await _captured_context(adk_store, tool_run_ledger, "refused")
+    key = SessionKey(APP, USER, context.session.id)
+    plugin = ToolRunLedgerPlugin(tool_run_ledger, lease_seconds=0.3, replay_wait=0.3)
+    tool: Any = type("Tool", (), {"name": "lookup"})()
+    async def second() -> dict[str, Any] | None:
+        answer = await plugin.before_tool_callback(tool=tool, tool_args={},
+                                                   tool_context=context)
+        assert answer is not None
+        await plugin.after_tool_callback(tool=tool, tool_args={}, tool_context=context,
+                                         result=answer)
+        return answer
+
+    running, first_ends = await _first_run(plugin, tool, context)
+    assert await asyncio.wait_for(second(), 30) == {"error": STILL_RUNNING_ERROR}
+    assert len(plugin._leases.held()) == 1  # the first's lease, still renewed
+    refused_at = time.time()
+    async with asyncio.timeout(30):
+        while (await tool_run_ledger.runs(key))["refused"].lease_until < refused_at + 0.2:
+            await asyncio.sleep(0.05)  # renewed after the refusal
+    assert (await tool_run_ledger.runs(key))["refused"].state is RunState.STARTED
+    first_ends.set()
+    await running
+    final = (await tool_run_ledger.runs(key))["refused"]
+    assert (final.state, final.result) == (RunState.FINISHED, {"by": "first"})
+    await plugin.close()
+
+
+@SQLITE_ONLY
+async def test_a_call_id_the_model_sends_again_is_answered_not_run_again(
+        adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
+    """A call id the model repeats in a later turn is answered with its recorded result, once."""
+    runs: list[str] = []
+
+    async def lookup(q: str) -> dict[str, str]:
+        """Looks something up."""
+        runs.append(q)
+        return {"found": q}
+
+    service = adk_store.service()
+    try:
+        session = await service.create_session(app_name=APP, user_id=USER)
+        model = ScriptedModel(script=[ScriptedModel.call("lookup", {"q": "x"}, "same-id"),
+                                      ScriptedModel.say("found"),
+                                      ScriptedModel.call("lookup", {"q": "x"}, "same-id"),
+                                      ScriptedModel.say("found again")])
+        plugin = ToolRunLedgerPlugin(tool_run_ledger)
+        runner = Runner(app_name=APP, agent=LlmAgent(name="worker", model=model, tools=[lookup]),
+                        session_service=service, plugins=[plugin])
+        for text in ("look x up", "and again"):
+            message = types.Content(role="user", parts=[types.Part(text=text)])
+            async for _ in runner.run_async(user_id=USER, session_id=session.id,
+                                            new_message=message):
+                pass
+        stored = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
+        assert stored is not None
+        answers = [r.response for e in stored.events for r in e.get_function_responses()]
+        assert runs == ["x"] and answers == [{"found": "x"}, {"found": "x"}]
+        record = (await tool_run_ledger.runs(SessionKey(APP, USER, session.id)))["same-id"]
+        assert (record.state, record.attempt) == (RunState.FINISHED, 1)
+        await plugin.close()
+    finally:
+        await close(service)
 
 
 class _CountingReads(SqlToolRunLedger):

@@ -54,10 +54,11 @@ def _run(call_id: str, attempt: int = 0) -> ToolRun:
 
 async def test_records_count_attempts_and_refuse_stale_writers(
         ledger: RedisToolRunLedger, prefix: str) -> None:
-    """Announce keeps existing records; starts count attempts; an old attempt cannot write."""
+    """Announce keeps records, returns new ids; starts count attempts; old attempts can't write."""
     key = SessionKey(APP, USER, "s-1")
-    await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED)])
-    await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED, host="other")])
+    assert await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED)]) == {"c-1"}
+    assert await ledger.announce([replace(_run("c-1"), state=RunState.ANNOUNCED, host="other"),
+                                  replace(_run("c-2"), state=RunState.ANNOUNCED)]) == {"c-2"}
     announced = (await ledger.runs(key))["c-1"]
     assert announced.state is RunState.ANNOUNCED and announced.host == "h"
     first = replace(_run("c-1"), attempt=await ledger.start(_run("c-1")))

@@ -66,16 +66,17 @@ async def test_concurrent_first_starts_of_many_calls_each_get_one_row(
 
 async def test_an_announcement_never_overwrites_a_record(
         adk_store: Store, tool_run_ledger: SqlToolRunLedger) -> None:
-    """Announced calls are attempt 0; a start makes it 1; a late announcement changes nothing."""
+    """Announcements keep records and return only the ids they recorded; starts count from 1."""
     ledger = tool_run_ledger
     announced = [replace(_run(f"c-{i}"), state=RunState.ANNOUNCED) for i in range(3)]
-    await ledger.announce(announced)
-    await ledger.announce(announced[:1])  # the same event seen twice
+    assert await ledger.announce(announced) == {"c-0", "c-1", "c-2"}
+    assert await ledger.announce(announced[:1]) == set()  # the same event seen twice
     runs = await ledger.runs(KEY)
     assert {r.state for r in runs.values()} == {RunState.ANNOUNCED}
     assert {r.attempt for r in runs.values()} == {0}
     assert await ledger.start(_run("c-0")) == 1
-    await ledger.announce(announced)
+    more = replace(_run("c-3"), state=RunState.ANNOUNCED)
+    assert await ledger.announce([*announced, more]) == {"c-3"}
     after = await ledger.runs(KEY)
     assert after["c-0"].state is RunState.STARTED and after["c-0"].attempt == 1
     assert after["c-1"] == runs["c-1"]

@@ -116,10 +116,15 @@ class RedisToolRunLedger(RedisLedger):
     async def check(self) -> None:
         """Nothing to install: the hashes are created by the first write."""
 
-    async def announce(self, runs: Sequence[ToolRun]) -> None:
-        """Records calls the runner is about to run, keeping any existing record."""
+    async def announce(self, runs: Sequence[ToolRun]) -> set[str]:
+        """Records calls the runner is about to run, keeping any existing record.
+
+        Returns:
+            The call ids this call recorded (``HSETNX`` set them): an id
+            already recorded is not one.
+        """
         if not runs:
-            return
+            return set()
         RedisError, _ = _redis_errors()
         try:
             async with self._client.pipeline(transaction=True) as pipe:
@@ -129,7 +134,9 @@ class RedisToolRunLedger(RedisLedger):
                     pipe.hsetnx(hash_key, run.call_id, json.dumps(
                         _record(run, state=RunState.ANNOUNCED.value, attempt=0)))
                     pipe.expire(hash_key, self.expire_seconds)
-                await pipe.execute()
+                replies = await pipe.execute()
+            return {run.call_id for run, written in zip(runs, replies[::2], strict=True)
+                    if written}
         except RedisError as exc:
             raise LedgerError(f"cannot announce tool calls in Redis: {type(exc).__name__}") from exc
 

@@ -106,8 +106,10 @@ def _upsert(dialect: Any) -> Any:
 
 
 _STARTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
-_ANNOUNCES = {name: module.insert(TOOL_RUNS_TABLE).on_conflict_do_nothing()
+_ANNOUNCES = {name: module.insert(TOOL_RUNS_TABLE).on_conflict_do_nothing().returning(
+                  _COLUMNS.call_id)
               for name, module in (("postgresql", postgresql), ("sqlite", sqlite))}
+"""``INSERT ... ON CONFLICT DO NOTHING RETURNING call_id``: the ids returned were written."""
 _MYSQL_START = mysql.insert(TOOL_RUNS_TABLE).values(
     attempt=func.last_insert_id(1),
     **{name: bindparam(name) for name in (*_KEY_COLUMNS, *_STARTED)},
@@ -209,11 +211,15 @@ class SqlToolRunLedger(SqlLedger):
         except SQLAlchemyError as exc:
             raise LedgerError(f"cannot {doing} in {self._where()}: {type(exc).__name__}") from exc
 
-    async def announce(self, runs: Sequence[ToolRun]) -> None:
+    async def announce(self, runs: Sequence[ToolRun]) -> set[str]:
         """Records calls the runner is about to run (``announced``), keeping any existing row.
 
         One multi-row insert that skips call ids already recorded (a start or
         an earlier announcement is never overwritten).
+
+        Returns:
+            The call ids this call recorded: an id already recorded (the model
+            sent the call again, or another process announced it) is not one.
 
         Raises:
             LedgerError: The records could not be written.
@@ -226,14 +232,16 @@ class SqlToolRunLedger(SqlLedger):
                  "finished_at": None, "result": None, "result_truncated": False}
                 for run in runs]
         if not rows:
-            return
+            return set()
         statement = _ANNOUNCES.get(self.engine.dialect.name)
         try:
             async with self._autocommit.connect() as conn:
                 if statement is not None:
-                    await conn.execute(statement, rows)
-                else:  # MySQL/MariaDB: a duplicate key is found by its error code, row by row
-                    await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
+                    return {str(call_id) for call_id in
+                            (await conn.execute(statement, rows)).scalars()}
+                # MySQL/MariaDB: a duplicate key is found by its error code, row by row
+                written = await insert_new_rows(conn, TOOL_RUNS_TABLE, rows, _KEY_COLUMNS)
+                return {run.call_id for run, new in zip(runs, written, strict=True) if new}
         except SQLAlchemyError as exc:
             raise LedgerError(
                 f"cannot announce tool calls in {self._where()}: {type(exc).__name__}") from exc

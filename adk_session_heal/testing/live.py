@@ -33,12 +33,11 @@ Public through :mod:`adk_session_heal.testing`, which re-exports every name here
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from google.adk.models.base_llm import BaseLlm
 from google.adk.models.base_llm_connection import BaseLlmConnection
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -47,7 +46,7 @@ from pydantic import Field, PrivateAttr
 from websockets.exceptions import ConnectionClosedOK
 from websockets.frames import Close
 
-from .scripted import ProviderRejected, ScriptedModel, unpaired_tool_calls
+from .scripted import ProviderRejected, _ScriptedBase
 
 LiveSentKind = Literal["open", "history", "content", "realtime"]
 """What the runner did to a scripted live connection (:class:`LiveSent`)."""
@@ -189,7 +188,7 @@ class ScriptedLiveConnection(BaseLlmConnection):
             self._replies.put_nowait(None)
 
 
-class ScriptedLiveModel(BaseLlm):
+class ScriptedLiveModel(_ScriptedBase):
     """An offline live model: each connection replies to the runner by a script.
 
     Args:
@@ -202,9 +201,6 @@ class ScriptedLiveModel(BaseLlm):
 
     model: str = "scripted-offline-live-model"
     script: LiveScript = Field(default=_silent)
-    validate_contents: Callable[[Sequence[types.Content]], list[str]] = Field(
-        default=unpaired_tool_calls, alias="validate"
-    )
     _connections: list[ScriptedLiveConnection] = PrivateAttr(default_factory=list)
 
     @property
@@ -213,15 +209,9 @@ class ScriptedLiveModel(BaseLlm):
         return self._connections
 
     @staticmethod
-    def call(name: str, args: Mapping[str, Any] | None = None,
-             call_id: str | None = None) -> LlmResponse:
-        """Returns a model response holding one function call."""
-        return ScriptedModel.call(name, args, call_id)
-
-    @staticmethod
     def say(text: str) -> LlmResponse:
         """Returns a model response holding text, completing the model's turn."""
-        return ScriptedModel.say(text).model_copy(update={"turn_complete": True})
+        return _ScriptedBase.say(text).model_copy(update={"turn_complete": True})
 
     @staticmethod
     def turn_complete() -> LlmResponse:

@@ -75,32 +75,12 @@ _NO_TOKENS = types.GenerateContentResponseUsageMetadata(
 """The usage a scripted reply reports: it spent no tokens."""
 
 
-class ScriptedModel(BaseLlm):
-    """An offline model that replays a script and records every request.
+class _ScriptedBase(BaseLlm):
+    """What the scripted models share: the history check and the replies they build."""
 
-    Each request is checked first: a history a strict provider would reject
-    raises :class:`ProviderRejected` (as OpenAI, Anthropic and Gemini answer
-    with HTTP 400), so a test fails where production would.
-
-    Args:
-        script: The replies, in order: an ``LlmResponse``, or a function of the
-            request returning one. Use :meth:`call` and :meth:`say` to build them.
-        validate: Returns the problems of a request's contents; defaults to
-            :func:`unpaired_tool_calls`.
-    """
-
-    model: str = "scripted-offline-model"
-    script: list[Any] = Field(default_factory=list)
     validate_contents: Callable[[Sequence[types.Content]], list[str]] = Field(
         default=unpaired_tool_calls, alias="validate"
     )
-    _requests: list[LlmRequest] = PrivateAttr(default_factory=list)
-    _position: int = PrivateAttr(default=0)
-
-    @property
-    def requests(self) -> list[LlmRequest]:
-        """Every request received, in order (deep copies)."""
-        return self._requests
 
     @staticmethod
     def call(name: str, args: Mapping[str, Any] | None = None,
@@ -118,6 +98,31 @@ class ScriptedModel(BaseLlm):
     def say(text: str) -> LlmResponse:
         """Returns a model reply holding text."""
         return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+
+class ScriptedModel(_ScriptedBase):
+    """An offline model that replays a script and records every request.
+
+    Each request is checked first: a history a strict provider would reject
+    raises :class:`ProviderRejected` (as OpenAI, Anthropic and Gemini answer
+    with HTTP 400), so a test fails where production would.
+
+    Args:
+        script: The replies, in order: an ``LlmResponse``, or a function of the
+            request returning one. Use :meth:`call` and :meth:`say` to build them.
+        validate: Returns the problems of a request's contents; defaults to
+            :func:`unpaired_tool_calls`.
+    """
+
+    model: str = "scripted-offline-model"
+    script: list[Any] = Field(default_factory=list)
+    _requests: list[LlmRequest] = PrivateAttr(default_factory=list)
+    _position: int = PrivateAttr(default=0)
+
+    @property
+    def requests(self) -> list[LlmRequest]:
+        """Every request received, in order (deep copies)."""
+        return self._requests
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False

@@ -26,11 +26,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..core.adk_compat import column_to_timestamp
-from ..core.event_access import stored_event_problem
+from ..core.event_access import STORED_JSON, stored_event_problem
+from ..core.findings import all_answered
 from ..core.session_key import SessionKey
 from ..core.shards import SQLITE_FUNCTION, bucket
 from .base import DamagedRow, StoredSession
 from .driver_errors import translate_error
+from .json_decode import clean_test_decode
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
 
@@ -88,18 +90,9 @@ def _column_timestamp(value: Any) -> float:
     return column_to_timestamp(value)
 
 
-def _stored(key: SessionKey, events: list[Any], damaged: list[DamagedRow], *,
-            newest_first: bool) -> StoredSession:
-    """One session's rows as read, oldest first (a newest-first read is turned round)."""
-    if newest_first:
-        events.reverse()
-        damaged.reverse()
-    return StoredSession(key, events, tuple(damaged))
-
-
 async def grouped_sessions(
     chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False,
-    newest_first: bool = False,
+    newest_first: bool = False, pass_clean: bool = False,
 ) -> AsyncGenerator[StoredSession, None]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
@@ -114,46 +107,110 @@ async def grouped_sessions(
     classification, see :func:`~adk_session_heal.core.event_access.stored_event_problem`).
     ``decoded``: the driver hands JSON values already decoded (PostgreSQL).
     ``newest_first``: each session's rows come newest first; its events (and
-    damaged rows) are reversed before it is yielded. This loop runs once per
-    stored event, so it is written flat: a healthy row pays for nothing but the
-    type checks it always had.
+    damaged rows) are turned round before it is yielded.
+
+    ``pass_clean`` (text rows with ``key_columns`` only): a session is first
+    decoded in part, only the fields
+    :func:`~adk_session_heal.core.findings.all_answered` reads
+    (:func:`~adk_session_heal.store.json_decode.clean_test_fields`); when every
+    row decodes so, no key column is NULL and the test holds, the session is
+    yielded with ``clean`` set and those partial events. Any other session is
+    decoded whole, as without ``pass_clean``.
     """
-    loads = json_loads
+    clean_test = pass_clean and key_columns and not decoded
     app = user = session = None
-    events: list[dict[str, Any]] = []
-    damaged: list[DamagedRow] = []
+    held: list[Any] = []
     async with contextlib.aclosing(chunks) as chunked:
         async for rows in chunked:
             for row in rows:
                 if row[2] != session or row[1] != user or row[0] != app:
                     if session is not None:
                         key = SessionKey(app, user, session)  # type: ignore[arg-type]
-                        yield _stored(key, events, damaged, newest_first=newest_first)
-                    app, user, session, events, damaged = row[0], row[1], row[2], [], []
-                raw = row[-1]
-                try:
-                    data = loads(raw) if type(raw) is str else raw
-                except (ValueError, RecursionError):
-                    data = None
-                if type(data) is not dict:
-                    data = _decode_row(raw, decoded)
-                    if type(data) is str:
-                        damaged.append(DamagedRow(str(row[3]), data))
-                        continue
-                if key_columns:
-                    invocation, stamp = row[4], row[5]
-                    if invocation is None or stamp is None:
-                        column = "invocation_id" if invocation is None else "timestamp"
-                        damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
-                        continue
-                    data["id"] = row[3]
-                    data["invocation_id"] = invocation
-                    if data.get("timestamp") is None:
-                        data["timestamp"] = _column_timestamp(stamp)
-                events.append(data)
+                        yield _stored(key, held, key_columns=key_columns, decoded=decoded,
+                                      newest_first=newest_first, clean_test=clean_test)
+                    app, user, session, held = row[0], row[1], row[2], []
+                held.append(row)
         if session is not None:
             key = SessionKey(app, user, session)  # type: ignore[arg-type]
-            yield _stored(key, events, damaged, newest_first=newest_first)
+            yield _stored(key, held, key_columns=key_columns, decoded=decoded,
+                          newest_first=newest_first, clean_test=clean_test)
+
+
+def _stored(key: SessionKey, rows: list[Any], *, key_columns: bool, decoded: bool,
+            newest_first: bool, clean_test: bool) -> StoredSession:
+    """One session's rows (all of them, in read order) as read, oldest first."""
+    if newest_first:
+        rows.reverse()
+    if clean_test:
+        clean = _clean_events(rows)
+        if clean is not None:
+            return StoredSession(key, clean, clean=True)
+    events, damaged = _decoded(rows, key_columns=key_columns, decoded=decoded)
+    return StoredSession(key, events, tuple(damaged))
+
+
+def _clean_events(rows: list[Any]) -> list[dict[str, Any]] | None:
+    """A session's rows decoded in part, when that shows it clean; ``None``: decode it whole.
+
+    Clean is :func:`~adk_session_heal.core.findings.all_answered` over the
+    fields it reads (:func:`~adk_session_heal.store.json_decode.clean_test_fields`),
+    each timestamp filled in from its column as :func:`_decoded` does. A row
+    that is not a text, has a NULL key column, or does not decode so, and a
+    test that raises, all leave the session to be decoded whole, which reports
+    what is wrong with it.
+    """
+    lean = clean_test_decode  # clean_test_fields, without a call of its own per row
+    events: list[dict[str, Any]] = []
+    for row in rows:
+        raw, stamp = row[-1], row[5]
+        if type(raw) is not str or stamp is None or row[4] is None:
+            return None
+        try:
+            data = lean(raw)
+        except (ValueError, RecursionError):
+            return None
+        if data.get("timestamp") is None:
+            data["timestamp"] = _column_timestamp(stamp)
+        events.append(data)
+    try:
+        return events if all_answered(events, STORED_JSON) else None
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
+def _decoded(rows: Iterable[Any], *, key_columns: bool,
+             decoded: bool) -> tuple[list[dict[str, Any]], list[DamagedRow]]:
+    """One session's rows decoded whole: its events and its damaged rows, in row order.
+
+    This loop runs once per stored event, so it is written flat: a healthy row
+    pays for nothing but the type checks it always had.
+    """
+    loads = json_loads
+    events: list[dict[str, Any]] = []
+    damaged: list[DamagedRow] = []
+    for row in rows:
+        raw = row[-1]
+        try:
+            data = loads(raw) if type(raw) is str else raw
+        except (ValueError, RecursionError):
+            data = None
+        if type(data) is not dict:
+            data = _decode_row(raw, decoded)
+            if type(data) is str:
+                damaged.append(DamagedRow(str(row[3]), data))
+                continue
+        if key_columns:
+            invocation, stamp = row[4], row[5]
+            if invocation is None or stamp is None:
+                column = "invocation_id" if invocation is None else "timestamp"
+                damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
+                continue
+            data["id"] = row[3]
+            data["invocation_id"] = invocation
+            if data.get("timestamp") is None:
+                data["timestamp"] = _column_timestamp(stamp)
+        events.append(data)
+    return events, damaged
 
 
 _READER_CONNECT_TIMEOUT = 10.0

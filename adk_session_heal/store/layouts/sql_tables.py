@@ -169,14 +169,22 @@ class SqlTablesStore(SessionStore):
         except SQLAlchemyError as exc:
             raise self._error(exc, "read") from exc
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
-        """Yields every matching session with events, ordered as ADK reads them."""
+    async def stream_sessions(self, where: SessionFilter, *,
+                              pass_clean: bool = False) -> AsyncGenerator[StoredSession, None]:
+        """Yields every matching session with events, ordered as ADK reads them.
+
+        With ``pass_clean``, a session of text rows found clean by its partial
+        decoding is yielded so (see
+        :func:`~adk_session_heal.store.streaming.grouped_sessions`).
+        """
         dialect = self.engine.dialect.name
         index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
         query = events_in_order(where, _READ.select, _READ.tie, dialect,
                                 newest_first_index=index)
-        stream = (self._stream(query.sql, query.params, newest_first=query.newest_first)
-                  if query.keys is None else self._grouped(self._by_key(query), newest_first=True))
+        stream = (self._stream(query.sql, query.params, newest_first=query.newest_first,
+                               pass_clean=pass_clean)
+                  if query.keys is None else self._grouped(self._by_key(query), newest_first=True,
+                                                           pass_clean=pass_clean))
         async with aclosing(stream) as sessions:
             async for stored in sessions:
                 yield stored
@@ -279,7 +287,8 @@ class SqlTablesStore(SessionStore):
         return self.url
 
     async def _stream(
-        self, sql: str, params: dict[str, Any], *, newest_first: bool = False
+        self, sql: str, params: dict[str, Any], *, newest_first: bool = False,
+        pass_clean: bool = False,
     ) -> AsyncGenerator[StoredSession, None]:
         """Groups one query's rows into sessions."""
         url = self._streamed_url()
@@ -287,16 +296,18 @@ class SqlTablesStore(SessionStore):
             sqlite_chunks(url, sql, params) if url.sqlite_path is not None
             else server_chunks(self.engine, url, sql, params)
         )
-        async with aclosing(self._grouped(chunks, newest_first=newest_first)) as grouped:
+        async with aclosing(self._grouped(chunks, newest_first=newest_first,
+                                          pass_clean=pass_clean)) as grouped:
             async for stored in grouped:
                 yield stored
 
     def _grouped(self, chunks: AsyncGenerator[Iterable[Any], None], *,
-                 newest_first: bool) -> AsyncGenerator[StoredSession, None]:
+                 newest_first: bool, pass_clean: bool = False,
+                 ) -> AsyncGenerator[StoredSession, None]:
         """Groups ordered rows into sessions (PostgreSQL's driver decodes the JSON itself)."""
         return grouped_sessions(chunks, key_columns=True,
                                 decoded=self.engine.dialect.name == "postgresql",
-                                newest_first=newest_first)
+                                newest_first=newest_first, pass_clean=pass_clean)
 
     def preload_writer(self) -> None:
         """Imports ADK's storage model (0.6 s, measured) in a thread while the scan runs.

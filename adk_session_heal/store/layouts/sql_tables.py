@@ -178,7 +178,8 @@ class SqlTablesStore(SessionStore):
         :func:`~adk_session_heal.store.streaming.grouped_sessions`).
         """
         dialect = self.engine.dialect.name
-        index = await self._newest_first_index() if dialect in ("mysql", "mariadb") else None
+        index = (await self._newest_first_index() if dialect in ("mysql", "mariadb")
+                 else _NEWEST_FIRST_INDEX if dialect == "sqlite" else None)
         query = events_in_order(where, _READ.select, _READ.tie, dialect,
                                 newest_first_index=index)
         stream = (self._stream(query.sql, query.params, newest_first=query.newest_first,

@@ -213,17 +213,15 @@ def json_content_steps(contents: Iterable[Mapping[str, Any] | None]) -> list[Ste
         calls: list[Ref] | None = None
         responses: list[Ref] | None = None
         for part in parts:
+            if not part and type(part) is dict:  # as a scan's partial decoding leaves a text
+                continue
             call = part.get("function_call") or part.get("functionCall")
             if call is not None:
-                if calls is None:
-                    calls = []
-                calls.append(_json_ref(call))
+                (calls := calls or []).append(_json_ref(call))
                 continue
             response = part.get("function_response") or part.get("functionResponse")
             if response is not None:
-                if responses is None:
-                    responses = []
-                responses.append(_json_ref(response))
+                (responses := responses or []).append(_json_ref(response))
         if calls is None and responses is None:
             step(EMPTY_STEP)
         else:

@@ -144,7 +144,8 @@ def events_in_order(
 
     Args:
         where: The filter.
-        select: The plain column names to read (no expressions).
+        select: The column names to read (an expression only of ``events``'
+            columns other than the key columns, unqualified).
         tie: The column ordering events of equal ``timestamp``.
         dialect: The engine's SQLAlchemy dialect name.
         epoch_times: As in :func:`where_clause`.
@@ -155,7 +156,7 @@ def events_in_order(
     if dialect == "sqlite" and where.shard is not None and where.since is None:
         clause, params = where_clause(where, "id", dialect, epoch_times=epoch_times)
         return EventsQuery(
-            f"SELECT {', '.join(f'heal_e.{c}' for c in select)} FROM "
+            f"SELECT {', '.join(f'heal_e.{c}' if c.isidentifier() else c for c in select)} FROM "
             f"(SELECT app_name AS heal_a, user_id AS heal_u, id AS heal_s "
             f"FROM sessions{clause}) heal_k CROSS JOIN events heal_e "
             f"ON heal_e.app_name = heal_k.heal_a AND heal_e.user_id = heal_k.heal_u "

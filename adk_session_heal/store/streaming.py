@@ -16,14 +16,13 @@ import importlib
 import inspect as pyinspect
 import json
 import sqlite3
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..core.adk_compat import column_to_timestamp
 from ..core.event_access import STORED_JSON, stored_event_problem
@@ -35,6 +34,9 @@ from .driver_errors import translate_error
 from .json_decode import clean_test_decode
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 _FETCH = 2_000
 
@@ -92,7 +94,7 @@ def _column_timestamp(value: Any) -> float:
 
 async def grouped_sessions(
     chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False,
-    newest_first: bool = False, pass_clean: bool = False,
+    newest_first: bool = False, whole: Callable[[SessionKey], list[Any]] | None = None,
 ) -> AsyncGenerator[StoredSession, None]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
@@ -109,15 +111,17 @@ async def grouped_sessions(
     ``newest_first``: each session's rows come newest first; its events (and
     damaged rows) are turned round before it is yielded.
 
-    ``pass_clean`` (text rows with ``key_columns`` only): a session is first
-    decoded in part, only the fields
+    ``whole`` (the clean pass, :func:`sqlite_sessions`): the rows are
+    ``(app_name, user_id, session_id, null_key, event_data)``, ``null_key``
+    true where the invocation id or timestamp column is NULL, and each
+    session is first decoded only in the fields
     :func:`~adk_session_heal.core.findings.all_answered` reads
-    (:func:`~adk_session_heal.store.json_decode.clean_test_fields`); when every
-    row decodes so, no key column is NULL and the test holds, the session is
-    yielded with ``clean`` set and those partial events. Any other session is
-    decoded whole, as without ``pass_clean``.
+    (:func:`~adk_session_heal.store.json_decode.clean_test_fields`). When
+    every row decodes so, with its own timestamp and no NULL key column, and
+    the test holds, the session is yielded with ``clean`` set and those
+    partial events; any other session's rows are read again whole, ordered as
+    these were, by ``whole(key)``, and decoded as without it.
     """
-    clean_test = pass_clean and key_columns and not decoded
     app = user = session = None
     held: list[Any] = []
     async with contextlib.aclosing(chunks) as chunked:
@@ -127,50 +131,54 @@ async def grouped_sessions(
                     if session is not None:
                         key = SessionKey(app, user, session)  # type: ignore[arg-type]
                         yield _stored(key, held, key_columns=key_columns, decoded=decoded,
-                                      newest_first=newest_first, clean_test=clean_test)
+                                      newest_first=newest_first, whole=whole)
                     app, user, session, held = row[0], row[1], row[2], []
                 held.append(row)
         if session is not None:
             key = SessionKey(app, user, session)  # type: ignore[arg-type]
             yield _stored(key, held, key_columns=key_columns, decoded=decoded,
-                          newest_first=newest_first, clean_test=clean_test)
+                          newest_first=newest_first, whole=whole)
 
 
 def _stored(key: SessionKey, rows: list[Any], *, key_columns: bool, decoded: bool,
-            newest_first: bool, clean_test: bool) -> StoredSession:
+            newest_first: bool, whole: Callable[[SessionKey], list[Any]] | None,
+            ) -> StoredSession:
     """One session's rows (all of them, in read order) as read, oldest first."""
     if newest_first:
         rows.reverse()
-    if clean_test:
+    if whole is not None:
         clean = _clean_events(rows)
         if clean is not None:
             return StoredSession(key, clean, clean=True)
+        rows = whole(key)
+        if newest_first:
+            rows.reverse()
     events, damaged = _decoded(rows, key_columns=key_columns, decoded=decoded)
     return StoredSession(key, events, tuple(damaged))
 
 
 def _clean_events(rows: list[Any]) -> list[dict[str, Any]] | None:
-    """A session's rows decoded in part, when that shows it clean; ``None``: decode it whole.
+    """A session's rows of the clean pass decoded in part, when that shows it clean.
 
     Clean is :func:`~adk_session_heal.core.findings.all_answered` over the
-    fields it reads (:func:`~adk_session_heal.store.json_decode.clean_test_fields`),
-    each timestamp filled in from its column as :func:`_decoded` does. A row
-    that is not a text, has a NULL key column, or does not decode so, and a
-    test that raises, all leave the session to be decoded whole, which reports
-    what is wrong with it.
+    fields it reads (:func:`~adk_session_heal.store.json_decode.clean_test_fields`).
+    ``None``, for the session to be read again and decoded whole (which reports
+    what is wrong with it): a row that is not a text, has a NULL key column,
+    does not decode so or has no timestamp of its own (the column's is not
+    read here), or a test that raises.
     """
     lean = clean_test_decode  # clean_test_fields, without a call of its own per row
     events: list[dict[str, Any]] = []
     for row in rows:
-        raw, stamp = row[-1], row[5]
-        if type(raw) is not str or stamp is None or row[4] is None:
+        raw = row[-1]
+        if row[3] or type(raw) is not str:
             return None
         try:
             data = lean(raw)
         except (ValueError, RecursionError):
             return None
         if data.get("timestamp") is None:
-            data["timestamp"] = _column_timestamp(stamp)
+            return None
         events.append(data)
     try:
         return events if all_answered(events, STORED_JSON) else None
@@ -290,30 +298,76 @@ async def sqlite_functions(db: aiosqlite.Connection) -> None:
     await db.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
 
 
+@contextlib.contextmanager
+def _sqlite_read(url: StoreUrl) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to a SQLite file, with the functions our queries use; its
+    errors as one line (:func:`~adk_session_heal.store.driver_errors.translate_error`)."""
+    try:
+        db = sqlite3.connect(url.sqlite_uri(writable=False), uri=True, check_same_thread=False)
+        try:
+            db.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
+            yield db
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise translate_error(exc, url, "read") from exc
+
+
+async def _fetched(cursor: sqlite3.Cursor) -> AsyncGenerator[Iterable[Any], None]:
+    """A cursor's rows in chunks, letting other tasks run between two."""
+    while rows := cursor.fetchmany(_FETCH):
+        yield rows
+        await asyncio.sleep(0)
+
+
+def sqlite_rows(url: StoreUrl, sql: str, params: dict[str, Any]) -> list[Any]:
+    """All rows of a short query over a SQLite file (a count, the ledger's revision), read-only.
+
+    In the loop's own thread, as :func:`sqlite_chunks` reads.
+    """
+    with _sqlite_read(url) as db:
+        return db.execute(sql, params).fetchall()
+
+
 async def sqlite_chunks(
     url: StoreUrl, sql: str, params: dict[str, Any]
 ) -> AsyncGenerator[Iterable[Any], None]:
     """Streams a query over a SQLite file, read-only, in chunks (bounded memory).
 
     Through the standard library's driver, in the event loop's own thread: the
-    read holds the loop for one chunk at a time (about a millisecond), and
-    lets other tasks run between chunks. aiosqlite's thread fetched each
-    chunk while the loop classified the last, but the two threads then took
-    turns on the interpreter lock at every row (100,000 events: the read and
-    scan cost more, measured in BENCHMARKS.md).
+    read holds the loop for one chunk at a time (a few milliseconds), and lets
+    other tasks run between chunks. aiosqlite's thread fetched each chunk
+    while the loop classified the last, but the two threads then took turns
+    on the interpreter lock at every row, and the loop mostly waited
+    (BENCHMARKS.md).
     """
-    try:
-        db = sqlite3.connect(url.sqlite_uri(writable=False), uri=True, check_same_thread=False)
-        try:
-            db.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
-            cursor = db.execute(sql, params)
-            while rows := cursor.fetchmany(_FETCH):
+    with _sqlite_read(url) as db:
+        async with contextlib.aclosing(_fetched(db.execute(sql, params))) as chunks:
+            async for rows in chunks:
                 yield rows
-                await asyncio.sleep(0)
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise translate_error(exc, url, "read") from exc
+
+
+async def sqlite_sessions(
+    url: StoreUrl, sql: str, params: dict[str, Any], whole_sql: str
+) -> AsyncGenerator[StoredSession, None]:
+    """A SQLite scan's sessions through the clean pass (see :func:`grouped_sessions`).
+
+    ``sql`` reads the clean pass's rows, each session newest first;
+    ``whole_sql`` one session's whole rows (``?`` for its app, user and
+    session id) in the same order. Both run in one read transaction, so a
+    session read again is read as it was.
+    """
+    with _sqlite_read(url) as db:
+        db.execute("BEGIN")
+
+        def whole(key: SessionKey) -> list[Any]:
+            return db.execute(whole_sql, (key.app_name, key.user_id, key.session_id)).fetchall()
+
+        async with contextlib.aclosing(grouped_sessions(
+                _fetched(db.execute(sql, params)), key_columns=True, newest_first=True,
+                whole=whole)) as sessions:
+            async for stored in sessions:
+                yield stored
 
 
 async def server_chunks(

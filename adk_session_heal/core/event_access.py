@@ -188,26 +188,45 @@ def content_steps(
 
 def json_content_step(content: Mapping[str, Any] | None) -> Step:
     """Returns the call and response parts of one content dict (snake or camel case)."""
-    parts = content.get("parts") if content else None
-    if not parts:
-        return EMPTY_STEP
-    calls: list[Ref] | None = None
-    responses: list[Ref] | None = None
-    for part in parts:
-        call = part.get("function_call") or part.get("functionCall")
-        if call is not None:
-            if calls is None:
-                calls = []
-            calls.append(_json_ref(call))
+    return json_content_steps((content,))[0]
+
+
+def json_content_steps(contents: Iterable[Mapping[str, Any] | None]) -> list[Step]:
+    """Returns the call and response parts of each content dict (snake or camel case).
+
+    The loop over stored parts, the counterpart of :func:`content_steps`: a
+    scan reads every stored event's parts through it, so it is one loop for
+    a whole history, and lists are only allocated for contents that hold
+    calls or responses.
+
+    Args:
+        contents: Content dicts, oldest first; ``None`` (or an empty one)
+            reads as an empty step.
+    """
+    steps: list[Step] = []
+    step = steps.append
+    for content in contents:
+        parts = content.get("parts") if content else None
+        if not parts:
+            step(EMPTY_STEP)
             continue
-        response = part.get("function_response") or part.get("functionResponse")
-        if response is not None:
-            if responses is None:
-                responses = []
-            responses.append(_json_ref(response))
-    if calls is None and responses is None:
-        return EMPTY_STEP
-    return (calls or (), responses or ())
+        calls: list[Ref] | None = None
+        responses: list[Ref] | None = None
+        for part in parts:
+            if not part and type(part) is dict:  # as a scan's partial decoding leaves a text
+                continue
+            call = part.get("function_call") or part.get("functionCall")
+            if call is not None:
+                (calls := calls or []).append(_json_ref(call))
+                continue
+            response = part.get("function_response") or part.get("functionResponse")
+            if response is not None:
+                (responses := responses or []).append(_json_ref(response))
+        if calls is None and responses is None:
+            step(EMPTY_STEP)
+        else:
+            step((calls or (), responses or ()))
+    return steps
 
 
 def _json_ref(function: Mapping[str, Any]) -> Ref:
@@ -433,20 +452,20 @@ class StoredJsonAccess:
 
     def steps(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Step], list[int]]:
         """Returns each event's call and response parts, and where rewinds are."""
-        steps: list[Step] = []
+        contents: list[Mapping[str, Any] | None] = []
         rewinds: list[int] = []
-        step = steps.append
-        for index, event in enumerate(events):  # one pass: a repair reads every event
+        content_of = contents.append
+        for index, event in enumerate(events):  # a scan reads every event: two flat loops
             content = event.get("content")
             if not content:
-                step(EMPTY_STEP)
+                content_of(None)
                 if self.rewind_target(event):
                     rewinds.append(index)
             elif event.get("partial"):
-                step(EMPTY_STEP)
+                content_of(None)
             else:
-                step(json_content_step(content))
-        return steps, rewinds
+                content_of(content)
+        return json_content_steps(contents), rewinds
 
     def event_id(self, event: Mapping[str, Any]) -> str:
         """Returns the event id."""

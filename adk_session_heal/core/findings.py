@@ -299,7 +299,9 @@ class SessionFindings:
         )
 
 
-_NO_FINDINGS = SessionFindings(all_answered=True)
+NO_FINDINGS = SessionFindings(all_answered=True)
+"""The findings of a session with nothing to report (no call, or every call answered once:
+:func:`all_answered`); shared, never changed."""
 
 
 def classify(
@@ -335,7 +337,7 @@ def classify(
     """
     steps, rewinds = access.steps(events)
     if not rewinds and all(step is EMPTY_STEP for step in steps):
-        return _NO_FINDINGS
+        return NO_FINDINGS
 
     read = (events, steps)  # the parts as read, before a rewind empties any
     live = live_mask(events, access, rewinds)
@@ -399,6 +401,33 @@ def classify(
     )
     findings._read = read
     return findings
+
+
+def all_answered(events: Sequence[E], access: EventAccess[E] = ADK_EVENTS,  # type: ignore[assignment]
+                 ) -> bool:
+    """Whether :func:`classify` would find every call answered once and nothing else.
+
+    The same answer as ``classify(events, access, ...).all_answered`` (under
+    any ``now``, ``stale_after`` or ``clock_skew``), from the same steps, by
+    the same tests: no event rewinds, and either no event holds a call or a
+    response, or :func:`~.pairing.answered_once` holds and no response awaits
+    a confirmation or a credential. It reads only ``access.steps``, and, of
+    the events holding calls or responses, ``access.timestamp``,
+    ``access.heal_marker`` and ``access.pending_ids``: a store may decode just
+    the fields those read to learn that a session has nothing to report (and
+    :func:`~.session_decision.decide` nothing to decide), and decode the rest
+    only when it has.
+
+    Raises:
+        TypeError, AttributeError, ValueError: What :func:`classify` and its
+            findings' ``all_answered`` raise for an event of the wrong shape.
+    """
+    steps, rewinds = access.steps(events)
+    if rewinds:
+        return False
+    if all(step is EMPTY_STEP for step in steps):
+        return True
+    return answered_once(steps) and _none_pending(events, access, steps)
 
 
 def _none_pending(events: Sequence[E], access: EventAccess[E], steps: Sequence[Step]) -> bool:

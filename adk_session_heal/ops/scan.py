@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.event_access import ADK_EVENTS, STORED_JSON, stored_event_problem
+from ..core.findings import NO_FINDINGS
 from ..core.heal_record import HealTrigger
 from ..core.healing import Heal, SessionHeals
 from ..core.session_decision import SessionView, decide
@@ -176,6 +177,11 @@ async def scan_sessions(
                 rows = len(stored.events) + len(stored.damaged)
                 streamed.sessions += 1
                 streamed.events += rows
+                if stored.clean:  # all_answered, found by the store: decide finds nothing
+                    report.add(key, rows, NO_FINDINGS)
+                    if progress is not None:
+                        progress.advance(1)
+                    continue
                 damaged = stored.damaged
                 decision = None
                 if not damaged:
@@ -293,7 +299,7 @@ async def _sessions(
                     async for stored in rest:
                         yield stored
             return
-    async with contextlib.aclosing(store.stream_sessions(where)) as stream:
+    async with contextlib.aclosing(store.stream_sessions(where, pass_clean=True)) as stream:
         async for stored in stream:
             yield stored
 

@@ -117,11 +117,17 @@ class StoredSession(NamedTuple):
     are the rows that could not be read as an event (left out of ``events``):
     a session with any is skipped whole by scan and repair, since an
     unreadable row may hold the response to a call that looks dead.
+
+    ``clean``: the store found, decoding each row only in part, that
+    :func:`~adk_session_heal.core.findings.all_answered` holds (a stream asked
+    to ``pass_clean``): nothing to report and nothing to decide, and
+    ``events`` hold only the fields that test reads (one per row).
     """
 
     key: SessionKey
     events: list[dict[str, Any]]
     damaged: tuple[DamagedRow, ...] = ()
+    clean: bool = False
 
 
 class WriteOutcome(str, enum.Enum):
@@ -380,10 +386,14 @@ class SessionStore:
         """Returns how many sessions match."""
         raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
 
-    def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
+    def stream_sessions(self, where: SessionFilter, *,
+                        pass_clean: bool = False) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session that has events, in one ordered pass.
 
         Rows are streamed in chunks; one session's events are held at a time.
+        With ``pass_clean``, a layout may yield a session it found clean
+        without decoding it whole (:attr:`StoredSession.clean`); layouts that
+        do not, ignore it.
         """
         raise UnsupportedStoreError(f"{self} cannot be scanned: use scan_service")
 

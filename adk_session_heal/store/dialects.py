@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import UnsupportedStoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 _MYSQL_DUPLICATE_KEY = frozenset({1022, 1062, 1586})
 """MySQL/MariaDB error codes that mean "a row with this key exists" (ER_DUP_KEY,

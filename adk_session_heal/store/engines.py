@@ -22,16 +22,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..core.shards import SQLITE_FUNCTION, bucket
 from ..errors import UnsupportedStoreError
 from .driver_errors import import_driver
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to wait for a database server to accept a connection and log in."""
@@ -101,6 +103,9 @@ def create_store_engine(url: StoreUrl, *, writable: bool, timeouts: Timeouts) ->
         writable: Open SQLite files for writing (see :meth:`StoreUrl.sqlalchemy_url`).
         timeouts: How long to wait for a server.
     """
+    # SQLAlchemy's asyncio extension loads its ORM (about 55 ms): a SQLite scan opens no engine.
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     sqlalchemy_url = url.sqlalchemy_url(writable=writable)
     if url.sqlite_path is not None:
         engine = create_async_engine(sqlalchemy_url)

@@ -22,20 +22,18 @@ A session service's adapter is chosen by its class (:func:`store_for_service`).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ReadOnlyStoreError, StoreError, UnsupportedStoreError
 from .base import Layout, SessionStore, stores_as_adk_does
 from .driver_errors import CONNECT_ERRORS, translate_error
 from .engines import TimeoutArg, Timeouts, create_store_engine
-from .layouts.adk_sqlite import AdkSqliteStore
-from .layouts.redis_sessions import RedisStore, open_redis_store, stores_like_adk_redis
 from .layouts.sql_tables import SqlTablesStore
 from .ledger.revisions import Feature, require
 from .sqlite_recovery import check_sqlite_writable, readable_sqlite, recover_sqlite
@@ -43,6 +41,7 @@ from .urls import StoreUrl, parse_store_url
 
 if TYPE_CHECKING:  # a store opened from a URL needs no ADK; one over a service imports it below
     from google.adk.sessions import BaseSessionService, Session
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 SUPPORTED_SCHEMA_VERSION = "1"
 """The ``DatabaseSessionService`` schema version this release reads and writes."""
@@ -76,9 +75,13 @@ def store_for_service(service: BaseSessionService, session: Session) -> SessionS
             return SqlTablesStore(service.db_engine)
         return AppendStore(service, session)
     if stores_as_adk_does(service, SqliteSessionService):
+        from .layouts.adk_sqlite import AdkSqliteStore
+
         return AdkSqliteStore.from_service(service)
     if stores_as_adk_does(service, InMemorySessionService):
         return InMemoryStore(service)
+    from .layouts.redis_sessions import RedisStore, stores_like_adk_redis
+
     if stores_like_adk_redis(service):
         return RedisStore.from_service(service)
     return AppendStore(service, session)
@@ -205,6 +208,8 @@ async def _open(url: str | StoreUrl, *, writable: bool, timeout: TimeoutArg) -> 
     store_url = url if isinstance(url, StoreUrl) else parse_store_url(url)
     timeouts = Timeouts.of(timeout)
     if store_url.backend == "redis":
+        from .layouts.redis_sessions import open_redis_store  # each layout imported when opened
+
         return await open_redis_store(store_url, writable=writable, timeouts=timeouts)
     if writable and store_url.read_only:
         raise ReadOnlyStoreError(
@@ -218,11 +223,14 @@ async def _open(url: str | StoreUrl, *, writable: bool, timeout: TimeoutArg) -> 
         else:
             store_url = readable_sqlite(store_url)
         if _inspect_sqlite(store_url) is Layout.ADK_SQLITE:
+            from .layouts.adk_sqlite import AdkSqliteStore
+
             return AdkSqliteStore.from_url(store_url)
+        return SqlTablesStore(None, store_url, owns_engine=True, engine_factory=functools.partial(
+            create_store_engine, store_url, writable=writable, timeouts=timeouts))
     engine = create_store_engine(store_url, writable=writable, timeouts=timeouts)
     try:
-        if store_url.sqlite_path is None:
-            await _inspect_server(store_url, engine)
+        await _inspect_server(store_url, engine)
     except CONNECT_ERRORS as exc:
         await engine.dispose()
         raise translate_error(exc, store_url, "connect to") from exc

@@ -16,23 +16,27 @@ import importlib
 import inspect as pyinspect
 import json
 import sqlite3
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..core.adk_compat import column_to_timestamp
-from ..core.event_access import stored_event_problem
+from ..core.event_access import STORED_JSON, stored_event_problem
+from ..core.findings import all_answered
 from ..core.session_key import SessionKey
 from ..core.shards import SQLITE_FUNCTION, bucket
 from .base import DamagedRow, StoredSession
 from .driver_errors import translate_error
+from .json_decode import clean_test_decode
 from .json_decode import loads as json_loads
 from .urls import StoreUrl
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 _FETCH = 2_000
 
@@ -88,18 +92,9 @@ def _column_timestamp(value: Any) -> float:
     return column_to_timestamp(value)
 
 
-def _stored(key: SessionKey, events: list[Any], damaged: list[DamagedRow], *,
-            newest_first: bool) -> StoredSession:
-    """One session's rows as read, oldest first (a newest-first read is turned round)."""
-    if newest_first:
-        events.reverse()
-        damaged.reverse()
-    return StoredSession(key, events, tuple(damaged))
-
-
 async def grouped_sessions(
     chunks: AsyncGenerator[Iterable[Any], None], *, key_columns: bool, decoded: bool = False,
-    newest_first: bool = False,
+    newest_first: bool = False, whole: Callable[[SessionKey], list[Any]] | None = None,
 ) -> AsyncGenerator[StoredSession, None]:
     """Groups ordered rows into one :class:`StoredSession` per session.
 
@@ -114,46 +109,116 @@ async def grouped_sessions(
     classification, see :func:`~adk_session_heal.core.event_access.stored_event_problem`).
     ``decoded``: the driver hands JSON values already decoded (PostgreSQL).
     ``newest_first``: each session's rows come newest first; its events (and
-    damaged rows) are reversed before it is yielded. This loop runs once per
-    stored event, so it is written flat: a healthy row pays for nothing but the
-    type checks it always had.
+    damaged rows) are turned round before it is yielded.
+
+    ``whole`` (the clean pass, :func:`sqlite_sessions`): the rows are
+    ``(app_name, user_id, session_id, null_key, event_data)``, ``null_key``
+    true where the invocation id or timestamp column is NULL, and each
+    session is first decoded only in the fields
+    :func:`~adk_session_heal.core.findings.all_answered` reads
+    (:func:`~adk_session_heal.store.json_decode.clean_test_fields`). When
+    every row decodes so, with its own timestamp and no NULL key column, and
+    the test holds, the session is yielded with ``clean`` set and those
+    partial events; any other session's rows are read again whole, ordered as
+    these were, by ``whole(key)``, and decoded as without it.
     """
-    loads = json_loads
     app = user = session = None
-    events: list[dict[str, Any]] = []
-    damaged: list[DamagedRow] = []
+    held: list[Any] = []
     async with contextlib.aclosing(chunks) as chunked:
         async for rows in chunked:
             for row in rows:
                 if row[2] != session or row[1] != user or row[0] != app:
                     if session is not None:
                         key = SessionKey(app, user, session)  # type: ignore[arg-type]
-                        yield _stored(key, events, damaged, newest_first=newest_first)
-                    app, user, session, events, damaged = row[0], row[1], row[2], [], []
-                raw = row[-1]
-                try:
-                    data = loads(raw) if type(raw) is str else raw
-                except (ValueError, RecursionError):
-                    data = None
-                if type(data) is not dict:
-                    data = _decode_row(raw, decoded)
-                    if type(data) is str:
-                        damaged.append(DamagedRow(str(row[3]), data))
-                        continue
-                if key_columns:
-                    invocation, stamp = row[4], row[5]
-                    if invocation is None or stamp is None:
-                        column = "invocation_id" if invocation is None else "timestamp"
-                        damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
-                        continue
-                    data["id"] = row[3]
-                    data["invocation_id"] = invocation
-                    if data.get("timestamp") is None:
-                        data["timestamp"] = _column_timestamp(stamp)
-                events.append(data)
+                        yield _stored(key, held, key_columns=key_columns, decoded=decoded,
+                                      newest_first=newest_first, whole=whole)
+                    app, user, session, held = row[0], row[1], row[2], []
+                held.append(row)
         if session is not None:
             key = SessionKey(app, user, session)  # type: ignore[arg-type]
-            yield _stored(key, events, damaged, newest_first=newest_first)
+            yield _stored(key, held, key_columns=key_columns, decoded=decoded,
+                          newest_first=newest_first, whole=whole)
+
+
+def _stored(key: SessionKey, rows: list[Any], *, key_columns: bool, decoded: bool,
+            newest_first: bool, whole: Callable[[SessionKey], list[Any]] | None,
+            ) -> StoredSession:
+    """One session's rows (all of them, in read order) as read, oldest first."""
+    if newest_first:
+        rows.reverse()
+    if whole is not None:
+        clean = _clean_events(rows)
+        if clean is not None:
+            return StoredSession(key, clean, clean=True)
+        rows = whole(key)
+        if newest_first:
+            rows.reverse()
+    events, damaged = _decoded(rows, key_columns=key_columns, decoded=decoded)
+    return StoredSession(key, events, tuple(damaged))
+
+
+def _clean_events(rows: list[Any]) -> list[dict[str, Any]] | None:
+    """A session's rows of the clean pass decoded in part, when that shows it clean.
+
+    Clean is :func:`~adk_session_heal.core.findings.all_answered` over the
+    fields it reads (:func:`~adk_session_heal.store.json_decode.clean_test_fields`).
+    ``None``, for the session to be read again and decoded whole (which reports
+    what is wrong with it): a row that is not a text, has a NULL key column,
+    does not decode so or has no timestamp of its own (the column's is not
+    read here), or a test that raises.
+    """
+    lean = clean_test_decode  # clean_test_fields, without a call of its own per row
+    events: list[dict[str, Any]] = []
+    for row in rows:
+        raw = row[-1]
+        if row[3] or type(raw) is not str:
+            return None
+        try:
+            data = lean(raw)
+        except (ValueError, RecursionError):
+            return None
+        if data.get("timestamp") is None:
+            return None
+        events.append(data)
+    try:
+        return events if all_answered(events, STORED_JSON) else None
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
+def _decoded(rows: Iterable[Any], *, key_columns: bool,
+             decoded: bool) -> tuple[list[dict[str, Any]], list[DamagedRow]]:
+    """One session's rows decoded whole: its events and its damaged rows, in row order.
+
+    This loop runs once per stored event, so it is written flat: a healthy row
+    pays for nothing but the type checks it always had.
+    """
+    loads = json_loads
+    events: list[dict[str, Any]] = []
+    damaged: list[DamagedRow] = []
+    for row in rows:
+        raw = row[-1]
+        try:
+            data = loads(raw) if type(raw) is str else raw
+        except (ValueError, RecursionError):
+            data = None
+        if type(data) is not dict:
+            data = _decode_row(raw, decoded)
+            if type(data) is str:
+                damaged.append(DamagedRow(str(row[3]), data))
+                continue
+        if key_columns:
+            invocation, stamp = row[4], row[5]
+            if invocation is None or stamp is None:
+                column = "invocation_id" if invocation is None else "timestamp"
+                damaged.append(DamagedRow(str(row[3]), f"the {column} column is NULL"))
+                continue
+            data["id"] = row[3]
+            data["invocation_id"] = invocation
+            if data.get("timestamp") is None:
+                data["timestamp"] = _column_timestamp(stamp)
+        events.append(data)
+    return events, damaged
 
 
 _READER_CONNECT_TIMEOUT = 10.0
@@ -233,31 +298,76 @@ async def sqlite_functions(db: aiosqlite.Connection) -> None:
     await db.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
 
 
+@contextlib.contextmanager
+def _sqlite_read(url: StoreUrl) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to a SQLite file, with the functions our queries use; its
+    errors as one line (:func:`~adk_session_heal.store.driver_errors.translate_error`)."""
+    try:
+        db = sqlite3.connect(url.sqlite_uri(writable=False), uri=True, check_same_thread=False)
+        try:
+            db.create_function(SQLITE_FUNCTION, 3, bucket, deterministic=True)
+            yield db
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise translate_error(exc, url, "read") from exc
+
+
+async def _fetched(cursor: sqlite3.Cursor) -> AsyncGenerator[Iterable[Any], None]:
+    """A cursor's rows in chunks, letting other tasks run between two."""
+    while rows := cursor.fetchmany(_FETCH):
+        yield rows
+        await asyncio.sleep(0)
+
+
+def sqlite_rows(url: StoreUrl, sql: str, params: dict[str, Any]) -> list[Any]:
+    """All rows of a short query over a SQLite file (a count, the ledger's revision), read-only.
+
+    In the loop's own thread, as :func:`sqlite_chunks` reads.
+    """
+    with _sqlite_read(url) as db:
+        return db.execute(sql, params).fetchall()
+
+
 async def sqlite_chunks(
     url: StoreUrl, sql: str, params: dict[str, Any]
 ) -> AsyncGenerator[Iterable[Any], None]:
-    """Streams a query over a SQLite file, read-only, in chunks (aiosqlite, bounded memory).
+    """Streams a query over a SQLite file, read-only, in chunks (bounded memory).
 
-    The next chunk is fetched (in aiosqlite's thread) while the caller works on
-    the current one, so reading and classifying overlap; at most two chunks are
-    held.
+    Through the standard library's driver, in the event loop's own thread: the
+    read holds the loop for one chunk at a time (a few milliseconds), and lets
+    other tasks run between chunks. aiosqlite's thread fetched each chunk
+    while the loop classified the last, but the two threads then took turns
+    on the interpreter lock at every row, and the loop mostly waited
+    (BENCHMARKS.md).
     """
-    try:
-        async with aiosqlite.connect(url.sqlite_uri(writable=False), uri=True) as db:
-            await sqlite_functions(db)
-            async with db.execute(sql, params) as cursor:
-                pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
-                try:
-                    while rows := await pending:
-                        pending = asyncio.ensure_future(cursor.fetchmany(_FETCH))
-                        yield rows
-                finally:
-                    if not pending.done():
-                        pending.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, sqlite3.Error):
-                            await pending
-    except sqlite3.Error as exc:
-        raise translate_error(exc, url, "read") from exc
+    with _sqlite_read(url) as db:
+        async with contextlib.aclosing(_fetched(db.execute(sql, params))) as chunks:
+            async for rows in chunks:
+                yield rows
+
+
+async def sqlite_sessions(
+    url: StoreUrl, sql: str, params: dict[str, Any], whole_sql: str
+) -> AsyncGenerator[StoredSession, None]:
+    """A SQLite scan's sessions through the clean pass (see :func:`grouped_sessions`).
+
+    ``sql`` reads the clean pass's rows, each session newest first;
+    ``whole_sql`` one session's whole rows (``?`` for its app, user and
+    session id) in the same order. Both run in one read transaction, so a
+    session read again is read as it was.
+    """
+    with _sqlite_read(url) as db:
+        db.execute("BEGIN")
+
+        def whole(key: SessionKey) -> list[Any]:
+            return db.execute(whole_sql, (key.app_name, key.user_id, key.session_id)).fetchall()
+
+        async with contextlib.aclosing(grouped_sessions(
+                _fetched(db.execute(sql, params)), key_columns=True, newest_first=True,
+                whole=whole)) as sessions:
+            async for stored in sessions:
+                yield stored
 
 
 async def server_chunks(

@@ -241,3 +241,25 @@ def test_a_heal_stored_after_later_turns_does_not_supersede_the_newest_invocatio
     assert by_id[live] is CallStatus.IN_FLIGHT
     assert {by_id[i] for i in plan.call_ids} == {CallStatus.ANSWERED}
     assert CallStatus.SUPERSEDED not in by_id.values()
+
+
+from ugly_histories import UGLY_OPS, build_ugly  # noqa: E402
+
+from adk_session_heal.core.event_access import ADK_EVENTS, STORED_JSON  # noqa: E402
+from adk_session_heal.core.findings import all_answered  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(UGLY_OPS)
+def test_all_answered_is_classifys_all_answered(ops: list) -> None:
+    """all_answered gives classify's answer on ugly histories, as Events and as stored JSON,
+    rewinds included."""
+    events = build_ugly(ops, start=1_700_000_000.0)
+    history = History(start=1_700_000_000.0)
+    history.user("again")
+    history.rewind("inv-1")
+    for held in (events, [*events, *history.events]):
+        stored = [e.model_dump(exclude_none=True, mode="json") for e in held]
+        for access, read in ((ADK_EVENTS, held), (STORED_JSON, stored)):
+            expected = classify(read, access, now=NOW).all_answered  # type: ignore[arg-type]
+            assert all_answered(read, access) is expected  # type: ignore[arg-type]

@@ -1,15 +1,20 @@
-"""json_decode.loads: the standard library's results, on every text, only faster."""
+"""json_decode.loads: the standard library's results, on every text, only faster; and
+``clean_test_fields``: every field the clean test reads, as the whole decoding reads it."""
 
 from __future__ import annotations
 
 import json
 import math
+import types
+import typing
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adk_session_heal.core.event_access import STORED_JSON
+from adk_session_heal.core.findings import all_answered
 from adk_session_heal.store import json_decode
 from adk_session_heal.store.json_decode import loads
 
@@ -117,3 +122,137 @@ def test_event_data_is_decoded_by_the_fast_decoder() -> None:
         json_decode._slow = slow
     assert event["content"]["parts"][0]["function_call"]["id"] == "c1"
     assert calls == ["NaN"]
+
+
+class _Recording(dict):  # type: ignore[type-arg]
+    """A dict that records every key read through ``get`` (as the accessors read), by path."""
+
+    def __init__(self, data: dict[str, Any], path: tuple[str, ...], reads: set[Any]) -> None:
+        super().__init__({k: _recorded(v, (*path, k), reads) for k, v in data.items()})
+        self._path, self._reads = path, reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Records ``key`` under this dict's path, then reads it."""
+        self._reads.add((*self._path, key))
+        return super().get(key, default)
+
+
+def _recorded(value: Any, path: tuple[str, ...], reads: set[Any]) -> Any:
+    if isinstance(value, dict):
+        return _Recording(value, path, reads)
+    if isinstance(value, list):
+        return [_recorded(item, (*path, "[]"), reads) for item in value]
+    return value
+
+
+def _declared(path: tuple[str, ...]) -> bool:
+    """Whether the partial decoding keeps the field at ``path`` (or the whole value above it)."""
+    kind: Any = json_decode._CleanTestEvent
+    for key in path:
+        if kind is Any:
+            return True
+        if key == "[]":
+            kind = kind.__args__[0]
+            continue
+        fields = typing.get_type_hints(kind)
+        if key not in fields:
+            return False
+        kind = fields[key]
+        kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind) \
+            if typing.get_origin(kind) in (typing.Union, types.UnionType) else kind
+        if typing.get_origin(kind) is typing.NotRequired:
+            kind = typing.get_args(kind)[0]
+    return True
+
+
+_CALL = {"content": {"parts": [{"function_call": {"id": "c1", "name": "f", "args": {}}}],
+                     "role": "model"}, "timestamp": 5.0, "author": "a", "id": "e1"}
+_ANSWER = {"content": {"parts": [{"function_response": {"id": "c1", "name": "f",
+                                                         "response": {}}}]},
+           "actions": {"requested_tool_confirmations": {}, "state_delta": {"k": 1}},
+           "custom_metadata": {"adk_session_heal": {"synthetic": True}}, "timestamp": 6.0}
+_CAMEL_CALL = {"content": {"parts": [{"text": "x"}, {"functionCall": {"id": "c2", "name": "g"}}]},
+               "timestamp": 7.0}
+_CAMEL_ANSWER = {"content": {"parts": [{"functionResponse": {"id": "c2", "name": "g"}}]},
+                 "actions": {"requestedAuthConfigs": {}}, "customMetadata": {}}
+_QUIET = {"actions": {"rewindBeforeInvocationId": None, "compaction": {}}, "timestamp": 8.0}
+_PARTIAL = {"content": {"parts": [{"text": "…"}]}, "partial": True}
+
+
+@pytest.mark.parametrize("events", [
+    [_CALL, _ANSWER, _CAMEL_CALL, _CAMEL_ANSWER, _QUIET, _PARTIAL],
+    [_QUIET, {"actions": {"rewind_before_invocation_id": "inv-0"}}],
+    [_CALL, _CALL],
+    [_ANSWER],
+    [{"content": {"parts": [{"text": "hi"}]}}],
+])
+def test_clean_test_fields_keep_every_field_the_clean_test_reads(
+        events: list[dict[str, Any]]) -> None:
+    """Every field all_answered reads through STORED_JSON is one the partial decoding keeps."""
+    reads: set[Any] = set()
+    all_answered([_recorded(e, (), reads) for e in events], STORED_JSON)
+    assert reads
+    assert sorted(path for path in reads if not _declared(path)) == []
+
+
+def test_the_recording_check_can_fail() -> None:
+    """A field the partial decoding drops (``text``, ``args``) is seen as not kept."""
+    assert not _declared(("content", "parts", "[]", "text"))
+    assert not _declared(("content", "parts", "[]", "function_call", "args"))
+    assert _declared(("custom_metadata", "adk_session_heal", "call_ids"))
+
+
+_EVENTISH = st.fixed_dictionaries({}, optional={
+    "content": st.none() | st.fixed_dictionaries({}, optional={
+        "parts": st.none() | st.lists(st.fixed_dictionaries({}, optional={
+            "function_call": st.none() | st.dictionaries(
+                st.sampled_from(["id", "name", "args"]), _SCALARS, max_size=3),
+            "functionResponse": st.none() | st.dictionaries(
+                st.sampled_from(["id", "name", "response"]), _SCALARS, max_size=3),
+            "text": _SCALARS}), max_size=3),
+        "role": _SCALARS}),
+    "partial": _SCALARS, "timestamp": _SCALARS, "usage_metadata": _VALUES,
+    "actions": st.none() | _SCALARS | st.dictionaries(st.sampled_from(
+        ["state_delta", "rewind_before_invocation_id", "requested_auth_configs"]), _VALUES,
+        max_size=3),
+    "custom_metadata": _VALUES,
+})
+
+
+@settings(max_examples=400)
+@given(_EVENTISH, _DUMPS)
+def test_clean_test_fields_read_what_the_whole_event_holds(
+        event: dict[str, Any], dumps: dict[str, Any]) -> None:
+    """Where the partial decoding succeeds, every field it keeps holds the whole decoding's
+    value, and the text is JSON to ``json.loads`` too (msgspec checks what it skips)."""
+    text = json.dumps(event, **dumps)
+    part = json_decode.clean_test_fields(text)
+    if part is None:
+        return
+    whole = json.loads(text)
+    assert type(whole) is dict
+
+    def same_where_kept(kept: Any, full: Any) -> None:
+        if isinstance(kept, dict) and isinstance(full, dict) and kept is not full:
+            for key, value in kept.items():
+                assert key in full
+                same_where_kept(value, full[key])
+        elif isinstance(kept, list):
+            assert isinstance(full, list) and len(kept) == len(full)
+            for a, b in zip(kept, full, strict=True):
+                same_where_kept(a, b)
+        else:
+            assert _same(kept, full), (kept, full)
+
+    same_where_kept(part, whole)
+
+
+@pytest.mark.parametrize("text", [
+    '{"content": {"parts": [{"function_call": {"id": "c"}}]}}',  # no name: decoded whole
+    '{"content": {"parts": [{"function_call": {"args": {}}}]}}', '{"content": []}', "[1]",
+    '{"content": 1, "content": {}}', '{"x": NaN}', '{"x": "\\ud800"}', '{"x": "\\q"}', "{",
+    '{"x": "\x01"}', '{"actions": "x"}', '{"content": {"parts": {}}}',
+])
+def test_clean_test_fields_refuse_what_they_cannot_read_alike(text: str) -> None:
+    """Texts the partial decoding cannot answer for are left to the whole decoding."""
+    assert json_decode.clean_test_fields(text) is None

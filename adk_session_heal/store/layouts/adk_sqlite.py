@@ -236,8 +236,13 @@ class AdkSqliteStore(SessionStore):
         except sqlite3.Error as exc:
             raise self._error(exc, "read") from exc
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
-        """Yields every matching session, ordered as ``SqliteSessionService`` reads them."""
+    async def stream_sessions(self, where: SessionFilter, *, pass_clean: bool = False,
+                              ) -> AsyncGenerator[StoredSession, None]:
+        """Yields every matching session, ordered as ``SqliteSessionService`` reads them.
+
+        Every session is decoded whole (``pass_clean`` is not used here).
+        """
+        del pass_clean
         query = events_in_order(where, _READ.select, _READ.tie, "sqlite", epoch_times=True)
         async with aclosing(self._stream(query.sql, query.params)) as stream:
             async for stored in stream:

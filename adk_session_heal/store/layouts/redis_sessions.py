@@ -291,12 +291,15 @@ class RedisStore(SessionStore):
         """Returns how many sessions match (each key's value is read and checked)."""
         return sum([1 async for _ in self._sessions(where)])
 
-    async def stream_sessions(self, where: SessionFilter) -> AsyncGenerator[StoredSession, None]:
+    async def stream_sessions(self, where: SessionFilter, *, pass_clean: bool = False,
+                              ) -> AsyncGenerator[StoredSession, None]:
         """Yields every matching session that has events, its events in stored order.
 
         Events that are not JSON objects are the session's damaged rows; so is
-        a whole value that cannot be read (its event id unknown).
+        a whole value that cannot be read (its event id unknown). Every
+        session is decoded whole (``pass_clean`` is not used here).
         """
+        del pass_clean
         async for key, doc, problem in self._sessions(where):
             if problem is not None:
                 yield StoredSession(key, [], (DamagedRow(None, problem),))

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...core.adk_compat import timestamp_to_column
 from ...core.healing import Heal
@@ -27,6 +26,7 @@ from ..dialects import insert_new_rows
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 @functools.cache

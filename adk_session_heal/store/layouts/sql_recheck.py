@@ -12,16 +12,18 @@ import datetime
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import String, TextClause, bindparam, func, literal, null, select, text, union_all
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...core.healing import SessionHeals
 from ...core.session_key import SessionKey
 from ..batch_outcomes import discount_planned
 from .sql_event_rows import events_table
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 @functools.cache

@@ -15,10 +15,9 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...core.event_access import STORED_JSON
 from ...core.healing import Heal
@@ -43,6 +42,9 @@ from ..ledger.heal_table import (
 )
 from .sql_event_rows import events_table as _events_table
 from .sql_event_rows import heal_row, insert_database_events_batch
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 _NOT_JSON = "the session holds a row that is not JSON, so it cannot be judged"
 

@@ -54,7 +54,6 @@ from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import Column, Row, Table, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.session_key import SessionKey
@@ -83,6 +82,8 @@ from .repair_runs import RepairRun, run_from_row, run_row, undone_run, with_coun
 from .revisions import Feature, has, missing_ledger_message, require
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
     from ..base import Removal
     from .heal_redis import RedisHealLedger
 
@@ -159,6 +160,8 @@ class SqlHealLedger(SqlLedger, HealHistory):
             service: A ``DatabaseSessionService`` or ``SqliteSessionService``
                 (any other service never shares it).
         """
+        from sqlalchemy.ext.asyncio import AsyncEngine
+
         mine = self.engine.url
         engine = getattr(service, "db_engine", None)
         if isinstance(engine, AsyncEngine):

@@ -51,7 +51,6 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import mysql
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...core.event_access import HEAL_METADATA_KEY
 from ...core.heal_record import HealRecord, ResolutionRecord
@@ -61,6 +60,8 @@ from ..incremental import UNSETTLED_TABLE_NAME, WATERMARKS_TABLE_NAME
 from .revisions import Feature, has
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from ...core.healing import Heal
     from ...core.session_key import SessionKey
     from ..base import Removal

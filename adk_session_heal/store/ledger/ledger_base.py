@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any, Self
-
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import TYPE_CHECKING, Any, Self
 
 from ...core.heal_record import HealRecord
 from ...errors import LedgerError
@@ -23,6 +21,9 @@ from ..engines import TimeoutArg, Timeouts, create_store_engine
 from ..redis_clients import close_client, redis_client_for
 from ..urls import REDIS_KEY_PREFIX, StoreUrl, parse_store_url
 from .heal_table import read_ledger_revision
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 class SqlLedger:

@@ -18,7 +18,7 @@ a row is :mod:`adk_session_heal.core.tool_runs`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Boolean,
@@ -38,7 +38,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ...core.session_key import SessionKey
 from ...core.tool_runs import RunState, ToolRun, kept_result
@@ -48,6 +47,9 @@ from ..engines import TimeoutArg
 from ..urls import StoreUrl
 from .ledger_base import SqlLedger
 from .revisions import Feature, has
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 _KEY = 128
 TOOL_RUNS_TABLE = Table(
@@ -189,6 +191,8 @@ class SqlToolRunLedger(SqlLedger):
         if self.engine.dialect.name == "sqlite" and _in_memory(self.engine.url):
             raise LedgerError("an in-memory SQLite database cannot hold tool leases: no other "
                               "connection sees it (use a database file)")
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         engine = create_async_engine(self.engine.url, pool=self.engine.sync_engine.pool.recreate())
         copy = SqlToolRunLedger(engine, owns_engine=True)
         copy._url = self._url

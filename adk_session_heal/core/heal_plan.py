@@ -164,7 +164,9 @@ def _anchor(steps: Sequence[Step], author: Callable[[int], str], index: int) -> 
     call would split that call from its answer. The heal goes into the
     answer's turn instead: after the last of those model events, and after
     the responses that open that turn by answering the later calls (Gemini
-    wants those right after their call). Every other provider already rejects
+    wants those right after their call). A user's message before the answer
+    does not end that turn: Anthropic merges it with the answer into one user
+    turn, which the heal then opens. Every other provider already rejects
     the early call's answer where it is (a model event sits between it and
     its call), so nothing gets worse. Otherwise the call event itself.
     """
@@ -188,9 +190,9 @@ def _anchor(steps: Sequence[Step], author: Callable[[int], str], index: int) -> 
     while place < len(steps) and steps[place][1] and not answers_turn(place):
         place += 1
     for i in range(place, len(steps)):
-        if not steps[i][1]:
-            break  # a model event or a user's message: Anthropic has the answer late anyway
-        if answers_turn(i):
+        if model(i):
+            break  # a model turn between: Anthropic has the answer late anyway
+        if answers_turn(i):  # a user's message before it merges into the same user turn
             return place - 1
     return index
 

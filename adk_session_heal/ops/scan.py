@@ -426,9 +426,7 @@ async def plan_repair(
         writing: The plan will be applied: first check what :func:`apply_plan`
             checks before it writes (the store takes writes; with ``ledger``,
             the ledger records runs), so a refusal is one line before any
-            scan, and let the store's writer load what it needs in the
-            background while the scan runs
-            (:meth:`~adk_session_heal.store.SessionStore.preload_writer`).
+            scan.
         ledger: With ``writing``: the plan will be applied with the ledger.
 
     Returns:
@@ -444,8 +442,6 @@ async def plan_repair(
     store = await open_store(url, timeout=options.timeout, writable=writing,
                              needs=options.needs(writing=writing, ledger=ledger))
     try:
-        if writing:
-            store.preload_writer()
         report, sessions = await scan_sessions(store, options, now=clock, progress=progress,
                                                planning=True, run_id=run_id)
     finally:

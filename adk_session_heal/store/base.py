@@ -527,13 +527,6 @@ class SessionStore:
         """
         raise UnsupportedStoreError(f"{self} cannot take a row out: only ADK's own stores can")
 
-    def preload_writer(self) -> None:
-        """Starts loading what :meth:`write` needs in the background, if anything.
-
-        Called by a repair that will write, before its scan, so the loading
-        overlaps the scan's waits on the database. Nothing here.
-        """
-
     def server_engine(self) -> AsyncEngine | None:
         """The engine of a database server, for a ledger on the same database to share.
 

@@ -22,7 +22,7 @@ from google.adk.sessions import DatabaseSessionService
 from google.adk.sessions.schemas.v1 import StorageSession
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import create_async_engine
-from stores import APP, USER, Store, close, crashed_histories, make_store
+from stores import ADK_EVENTS_TABLE, APP, USER, Store, close, crashed_histories, make_store
 
 from adk_session_heal import HealingSessionService, HealPolicy, ScanOptions, migrate
 from adk_session_heal.core.adk_compat import (
@@ -41,7 +41,6 @@ from adk_session_heal.core.findings import classify
 from adk_session_heal.core.heal_plan import HEAL_ID_SUFFIX
 from adk_session_heal.core.healing import heal_event_data, plan_heals
 from adk_session_heal.ops.repair import repair
-from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
 from adk_session_heal.testing import History
 
 NOW = 1_700_100_000.0
@@ -98,7 +97,7 @@ async def _write_as_adk(store: Store, histories: dict[str, History], convention:
                     "event_data": _one_x_event_data(e),
                 } for e in history.events]
                 if rows:
-                    await conn.execute(insert(DATABASE_EVENTS_TABLE), rows)
+                    await conn.execute(insert(ADK_EVENTS_TABLE), rows)
     finally:
         await engine.dispose()
 
@@ -112,7 +111,7 @@ def _one_x_event_data(event: Event) -> dict[str, Any]:
 async def _rows_in_column_order(store: Store) -> dict[str, list[tuple[str, datetime.datetime]]]:
     """Each session's ``(id, timestamp column)`` ordered as every ADK orders them."""
     engine = create_async_engine(store.url)
-    table = DATABASE_EVENTS_TABLE
+    table = ADK_EVENTS_TABLE
     try:
         async with engine.connect() as conn:
             rows = (await conn.execute(

@@ -20,6 +20,7 @@ from paths import ROOT, SUPPORT
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from stores import (
+    ADK_EVENTS_TABLE,
     APP,
     USER,
     Store,
@@ -47,7 +48,6 @@ from adk_session_heal.ops.scan import scan
 from adk_session_heal.policy import HealPolicy
 from adk_session_heal.store.layouts.adk_sqlite import sqlite_heal_row
 from adk_session_heal.store.layouts.sql_event_rows import (
-    DATABASE_EVENTS_TABLE,
     database_event_row,
     heal_row,
 )
@@ -190,7 +190,7 @@ async def test_synthetic_row_is_the_wrappers_row(adk_store: Store) -> None:
     engine = create_async_engine(adk_store.url)
     try:
         async with engine.connect() as conn:
-            table = DATABASE_EVENTS_TABLE
+            table = ADK_EVENTS_TABLE
             rows = (await conn.execute(select(table).where(table.c.id.like("%-heal")))).all()
     finally:
         await engine.dispose()

@@ -13,9 +13,7 @@ from typing import Any
 
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import create_async_engine
-from stores import Store
-
-from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
+from stores import ADK_EVENTS_TABLE, Store
 
 
 async def event_rows(store: Store) -> Any:
@@ -48,7 +46,7 @@ async def change_one_heal(store: Store, session_id: str, event_id: str) -> None:
                        (json.dumps(changed), *where))
         return
     engine = create_async_engine(store.url)
-    events = DATABASE_EVENTS_TABLE
+    events = ADK_EVENTS_TABLE
     try:
         async with engine.begin() as conn:
             where = (events.c.session_id == session_id, events.c.id == event_id)

@@ -20,9 +20,9 @@ from google.adk.events.event import Event
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy import select, update
+from stores import ADK_EVENTS_TABLE
 
 from adk_session_heal.core.session_key import SessionKey
-from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE
 
 Change = Callable[[dict[str, Any]], dict[str, Any]]
 """Returns the new JSON of an event, given its stored JSON."""
@@ -45,7 +45,7 @@ async def stored_events(service: BaseSessionService, key: SessionKey) -> list[di
                 (key.app_name, key.user_id, key.session_id)).fetchall()
         return [json.loads(text) for (text,) in rows]
     if isinstance(service, DatabaseSessionService):
-        events = DATABASE_EVENTS_TABLE
+        events = ADK_EVENTS_TABLE
         async with service.db_engine.connect() as conn:
             rows = (await conn.execute(select(events.c.id, events.c.event_data).where(
                 events.c.app_name == key.app_name, events.c.user_id == key.user_id,
@@ -74,7 +74,7 @@ async def edit_event(service: BaseSessionService, key: SessionKey, event_id: str
                        "session_id=? AND id=?", (json.dumps(change(json.loads(text))), *where))
         return
     if isinstance(service, DatabaseSessionService):
-        events = DATABASE_EVENTS_TABLE
+        events = ADK_EVENTS_TABLE
         clause = (events.c.app_name == key.app_name, events.c.user_id == key.user_id,
                   events.c.session_id == key.session_id, events.c.id == event_id)
         async with service.db_engine.begin() as conn:

@@ -24,19 +24,22 @@ from urllib.parse import quote
 
 import pytest
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
-from google.adk.sessions.schemas.v1 import StorageSession
+from google.adk.sessions.schemas.v1 import StorageEvent, StorageSession
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from servers import REDIS_URL, temporary_database, temporary_redis_prefix
-from sqlalchemy import insert, inspect, text
+from sqlalchemy import Table, insert, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from adk_session_heal.core.adk_compat import timestamp_to_column
 from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
 from adk_session_heal.store.layouts.adk_sqlite import insert_sqlite_events, sqlite_event_row
-from adk_session_heal.store.layouts.sql_event_rows import DATABASE_EVENTS_TABLE, database_event_row
+from adk_session_heal.store.layouts.sql_event_rows import database_event_row
 from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import History
+
+ADK_EVENTS_TABLE: Table = StorageEvent.__table__
+"""ADK's own model of the ``events`` table: what the tests write and read rows through."""
 
 KINDS = ["adk_sqlite", "db_sqlite", "postgres", "mariadb"]
 """Every SQL store layout/backend the CLI reads."""
@@ -297,7 +300,7 @@ async def bulk_fill(store: Store, histories: list[History], *, app: str = APP,
                                                    session_id=session_id)
                                 for e in history.events)
                 await conn.execute(insert(StorageSession.__table__), sessions)
-                await conn.execute(insert(DATABASE_EVENTS_TABLE), rows)
+                await conn.execute(insert(ADK_EVENTS_TABLE), rows)
     finally:
         await engine.dispose()
 

@@ -30,7 +30,6 @@ engine) and by scan / repair (over an engine opened from a URL):
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import replace
@@ -84,7 +83,6 @@ from .sql_event_rows import (
     events_table,
     heal_row,
     insert_database_events_batch,
-    load_events_table,
     to_event,
 )
 from .sql_recheck import hold_sessions, recheck
@@ -358,17 +356,6 @@ class SqlTablesStore(SessionStore):
         return grouped_sessions(chunks, key_columns=True,
                                 decoded=self._dialect == "postgresql",
                                 newest_first=newest_first)
-
-    def preload_writer(self) -> None:
-        """Imports ADK's storage model (0.6 s, measured) in a thread while the scan runs.
-
-        The scan spends much of its time waiting on the database (PostgreSQL's
-        prefilter query, SQLite's reads while the GIL is released); the first
-        write finds the model loaded. A daemon thread: an interpreter
-        exiting early does not wait for it.
-        """
-        threading.Thread(target=load_events_table, name="adk-session-heal-preload",
-                         daemon=True).start()
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

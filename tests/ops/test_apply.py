@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
 from google.adk.events.event import Event
 from google.genai import types
 from stores import (
@@ -15,6 +21,8 @@ from stores import (
 )
 
 from adk_session_heal import ScanOptions, migrate
+from adk_session_heal.core.healing import Heal
+from adk_session_heal.errors import StoreError
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.ops.apply import apply_plan
 from adk_session_heal.ops.scan import plan_repair, scan
@@ -80,3 +88,52 @@ async def test_an_incremental_plan_records_its_run_and_its_state_through_one_led
     finally:
         await ledger.close()
     assert second.scan.sessions_scanned < first.scan.sessions_scanned  # it read from the state
+
+
+def _built(heal: Heal) -> bool:
+    """Whether the heal's event and record have been built (they are kept once built)."""
+    return "data" in vars(heal) and "record" in vars(heal)
+
+
+async def test_the_next_batch_is_built_while_a_batch_is_written(adk_store: Store) -> None:
+    """While one batch is written, the next one's events are built (filling the write's waits
+    on the database), never more than one batch ahead; every heal is written as planned."""
+    await fill(adk_store, crashed_histories())
+    await migrate.upgrade(adk_store.url)
+    plan = await plan_repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW, writing=True)
+    sessions = list(plan.sessions)
+    assert len(sessions) == 3 and not any(_built(h) for s in sessions for h in s.heals)
+    seen: list[tuple[bool, ...]] = []
+
+    def on_heal(_record: object) -> None:
+        if not seen:  # the first batch has been written
+            seen.append(tuple(all(_built(h) for h in s.heals) for s in sessions))
+
+    report = await apply_plan(plan, batch_size=1, on_heal=on_heal)
+    assert seen == [(True, True, False)]
+    assert report.healed == 3
+
+
+async def test_a_write_that_fails_mid_run_ends_the_run_with_its_own_error(tmp_path: Path) -> None:
+    """A batch whose write fails (its table dropped after the first batch) ends the run with the
+    write's own error while the next batch is being built; the first batch stays recorded and
+    no task is left running."""
+    path = tmp_path / "db.db"
+    store = Store("db_sqlite", f"sqlite+aiosqlite:///{path}")
+    await fill(store, crashed_histories())
+    await migrate.upgrade(store.url)
+    plan = await plan_repair(store.url, ScanOptions(policy=POLICY), now=NOW, writing=True)
+    assert len(plan.sessions) == 3
+
+    def drop_events(_record: object) -> None:  # after the first batch: the table goes
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("DROP TABLE events")
+
+    with pytest.raises(StoreError, match="no such table: events"):
+        await apply_plan(plan, batch_size=1, on_heal=drop_events)
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    ledger = SqlHealLedger.from_url(store.url)
+    try:
+        assert [r.session_id for r in await ledger.history()] == [plan.sessions[0].key.session_id]
+    finally:
+        await ledger.close()

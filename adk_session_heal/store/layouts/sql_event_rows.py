@@ -39,7 +39,6 @@ from sqlalchemy import (
     desc,
     func,
 )
-from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ...core.adk_compat import timestamp_to_column
@@ -65,6 +64,8 @@ class _EventData(TypeDecorator[Any]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """``JSONB`` on PostgreSQL, ``LONGTEXT`` on MySQL/MariaDB, ``TEXT`` elsewhere."""
+        from sqlalchemy.dialects import mysql, postgresql  # 35 ms: a scan loads this module
+
         if dialect.name == "postgresql":
             return dialect.type_descriptor(postgresql.JSONB())
         if dialect.name == "mysql":
@@ -95,6 +96,8 @@ class _Timestamp(TypeDecorator[datetime.datetime]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """``DATETIME(6)`` on MySQL/MariaDB, ``DateTime`` elsewhere."""
+        from sqlalchemy.dialects import mysql
+
         if dialect.name == "mysql":
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return self.impl_instance

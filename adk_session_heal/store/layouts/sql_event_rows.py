@@ -2,10 +2,11 @@
 
 The table (:func:`events_table`) is this package's own twin of ADK's
 ``StorageEvent`` model: the same name, columns, key and column types, whose
-values bind and read back exactly as ADK's ``DynamicJSON`` and
-``PreciseTimestamp`` have them in every supported ADK (a dict for
-PostgreSQL's ``JSONB``, ``json.dumps`` text elsewhere; a naive
-``DateTime``, ``DATETIME(6)`` on MySQL/MariaDB). A writer needs only that,
+values bind exactly as ADK's ``DynamicJSON`` and ``PreciseTimestamp`` bind
+them in every supported ADK (a dict for PostgreSQL's ``JSONB``,
+``json.dumps`` text elsewhere; a naive ``DateTime``, ``DATETIME(6)`` on
+MySQL/MariaDB) and read back as ADK 2.x reads them (which, unlike 1.x, also
+takes a number in the timestamp column). A writer needs only that,
 and loading ADK's model means importing ADK's events, models and
 ``google.genai`` first (0.9 s measured, a fifth of a CLI repair of 10,000
 heals). Its tests hold it to the installed ADK's model: the same DDL on every

@@ -108,9 +108,17 @@ _BUILT_BETWEEN_YIELDS = 10
 
 
 async def _build(batch: Sequence[SessionHeals]) -> None:
-    """Builds each heal's event and record (each kept on its heal), letting the loop run between."""
+    """Builds each heal's event and record (each kept on its heal), letting the loop run between.
+
+    A heal that cannot be built (a payload function that raises, say) stops
+    the build and is left to its own batch's write, which builds it again
+    and fails there: the batch being written meanwhile is reported as written.
+    """
     for count, heal in enumerate((heal for planned in batch for heal in planned.heals), start=1):
-        heal.data, heal.record  # noqa: B018  (cached: built now, read by the write)
+        try:
+            heal.data, heal.record  # noqa: B018  (cached: built now, read by the write)
+        except Exception:  # noqa: BLE001  (raised again, in its place, by the write)
+            return
         if count % _BUILT_BETWEEN_YIELDS == 0:
             await asyncio.sleep(0)
 

@@ -26,7 +26,7 @@ from adk_session_heal.errors import StoreError
 from adk_session_heal.ledger import SqlHealLedger
 from adk_session_heal.ops.apply import apply_plan
 from adk_session_heal.ops.scan import plan_repair, scan
-from adk_session_heal.policy import HealPolicy
+from adk_session_heal.policy import DeadCall, HealPolicy
 from adk_session_heal.store import WriteOutcome
 from adk_session_heal.store.incremental import scope_of
 
@@ -135,5 +135,37 @@ async def test_a_write_that_fails_mid_run_ends_the_run_with_its_own_error(tmp_pa
     ledger = SqlHealLedger.from_url(store.url)
     try:
         assert [r.session_id for r in await ledger.history()] == [plan.sessions[0].key.session_id]
+    finally:
+        await ledger.close()
+
+
+async def test_a_payload_that_fails_for_the_next_batch_fails_in_that_batch_s_write(
+    adk_store: Store,
+) -> None:
+    """A payload function that raises for a later batch's call ends the run in that batch's
+    write, as without the overlap: the batch already written stays reported and its run
+    recorded (so `--undo` can take it back)."""
+    await fill(adk_store, crashed_histories())
+    await migrate.upgrade(adk_store.url)
+    probe = await plan_repair(adk_store.url, ScanOptions(policy=POLICY), now=NOW)
+    refused = {call_id for heal in probe.sessions[1].heals for call_id in heal.plan.call_ids}
+
+    def payload(call: DeadCall) -> dict[str, object]:
+        if call.call_id in refused:
+            raise RuntimeError("no payload for this call")
+        return {"error": "did not finish"}
+
+    policy = HealPolicy(stale_after=3600, payload=payload)
+    plan = await plan_repair(adk_store.url, ScanOptions(policy=policy), now=NOW, writing=True)
+    written: list[str] = []
+    with pytest.raises(RuntimeError, match="no payload"):
+        await apply_plan(plan, batch_size=1, on_heal=lambda record: written.append(
+            record.session_id))
+    first = plan.sessions[0].key.session_id
+    assert written == [first]
+    ledger = SqlHealLedger.from_url(adk_store.url)
+    try:
+        assert [run.run_id for run in await ledger.runs()] == [plan.run_id]
+        assert [r.session_id for r in await ledger.history()] == [first]
     finally:
         await ledger.close()

@@ -247,6 +247,7 @@ def report_heal(
     record: HealRecord,
     on_heal: Callable[[HealRecord], object] | None = None,
     *,
+    data: Mapping[str, Any],
     level: int = logging.WARNING,
 ) -> None:
     """Logs one heal, counts it, traces it, and passes it to ``on_heal``.
@@ -255,10 +256,13 @@ def report_heal(
         record: The heal written.
         on_heal: The user's callback; an exception it raises is logged with its
             traceback and swallowed, so metrics can never break a session read.
+        data: The record's one encoding (:meth:`HealRecord.to_json`; a written
+            heal's :attr:`~adk_session_heal.core.healing.Heal.record_json`,
+            which its ledger row was made from): the log's fields and the
+            spans' are read from it.
         level: The log record's level (a repair run passes ``DEBUG`` and logs
             its summary with :func:`report_repair_run`).
     """
-    data = record.to_json()  # the one encoding: the log's fields and the spans' are read from it
     if logger.isEnabledFor(level):  # a repair's DEBUG records: built only when kept
         _log_heal(record, data, level)
     try:

@@ -152,7 +152,7 @@ SCAN_PATH = ("ops/scan", "ops/repair", "ops/apply", "ops/scan_report", "ops/repa
              "store/opening", "store/layouts/sql_tables", "store/layouts/adk_sqlite",
              "store/streaming", "store/layouts/redis_sessions", "store/ledger/tool_run_redis",
              "store/ledger/tool_run_sql", "store/ledger/heal_ledger", "store/ledger/heal_table",
-             "store/ledger/revisions", "store/ledger/tool_run_reader", "store/session_filter_sql",
+             "store/ledger/revisions", "store/session_filter_sql",
              "store/urls")
 """Modules a scan by URL loads before its first row (tests/cli/test_startup.py runs them)."""
 

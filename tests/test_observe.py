@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -52,6 +52,11 @@ def heal_record(**overrides: Any) -> HealRecord:
     }
     fields.update(overrides)
     return HealRecord(**fields)
+
+
+def _report(record: HealRecord, on_heal: Callable[[HealRecord], object] | None = None) -> None:
+    """Reports ``record`` as a writer does, with its encoding."""
+    report_heal(record, on_heal, data=record.to_json())
 
 
 class Telemetry:
@@ -101,7 +106,7 @@ def test_one_heal_logs_one_warning_with_structured_fields(
     """A heal is one WARNING record whose extra fields carry the whole record."""
     record = heal_record()
     with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
-        report_heal(record)
+        report_heal(record, data=record.to_json())
     [logged] = caplog.records
     assert logged.levelno == logging.WARNING
     assert "get_weather#call-1, get_time#call-2 (superseded)" in logged.getMessage()
@@ -117,9 +122,9 @@ def test_heals_counter_counts_heals_with_low_cardinality_attributes(
     telemetry: Telemetry,
 ) -> None:
     """adk_session_heal.heals counts heals by app, reason and trigger; never by id."""
-    report_heal(heal_record())
-    report_heal(heal_record(synthetic_event_id="x-heal", trigger=HealTrigger.GET_SESSION))
-    report_heal(heal_record(synthetic_event_id="y-heal", session_id="s-2"))
+    _report(heal_record())
+    _report(heal_record(synthetic_event_id="x-heal", trigger=HealTrigger.GET_SESSION))
+    _report(heal_record(synthetic_event_id="y-heal", session_id="s-2"))
     assert telemetry.points(HEALS_METRIC) == [
         ({"app_name": "weather_app", "reason": "superseded", "trigger": "append"}, 2),
         ({"app_name": "weather_app", "reason": "superseded", "trigger": "get_session"}, 1),
@@ -128,7 +133,7 @@ def test_heals_counter_counts_heals_with_low_cardinality_attributes(
 
 def test_healed_calls_counter_counts_each_call_by_tool(telemetry: Telemetry) -> None:
     """adk_session_heal.healed_calls adds one per dead call, split by tool name."""
-    report_heal(heal_record())
+    _report(heal_record())
     base = {"app_name": "weather_app", "reason": "superseded", "trigger": "append"}
     assert telemetry.points(HEALED_CALLS_METRIC) == [
         ({**base, "tool_name": "get_time"}, 1),
@@ -139,7 +144,7 @@ def test_healed_calls_counter_counts_each_call_by_tool(telemetry: Telemetry) -> 
 def test_each_heal_records_a_span_with_the_ids(telemetry: Telemetry) -> None:
     """Each heal is one finished span carrying session, event and call ids."""
     record = heal_record()
-    report_heal(record)
+    report_heal(record, data=record.to_json())
     [span] = telemetry.heal_spans()
     attributes = dict(span.attributes or {})
     assert attributes["adk_session_heal.session_id"] == "s-1"
@@ -154,7 +159,7 @@ def test_the_heal_span_is_a_child_of_the_current_span(telemetry: Telemetry) -> N
     """Inside ADK's invocation span the heal span joins the same trace."""
     tracer = telemetry.tracer_provider.get_tracer("test")
     with tracer.start_as_current_span("invocation") as parent:
-        report_heal(heal_record())
+        _report(heal_record())
     [span] = telemetry.heal_spans()
     assert span.parent is not None
     assert span.parent.span_id == parent.get_span_context().span_id
@@ -164,7 +169,7 @@ def test_the_heal_span_is_a_child_of_the_current_span(telemetry: Telemetry) -> N
 
 def test_each_dead_call_is_one_span_and_one_dead_calls_increment(telemetry: Telemetry) -> None:
     """A heal of two calls: two dead_call spans under the heal span, dead_calls +1 per call."""
-    report_heal(heal_record(effects=("read_only", "side_effect"),
+    _report(heal_record(effects=("read_only", "side_effect"),
                             outcomes=("unknown", "unknown")))
     base = {"app_name": "weather_app", "reason": "superseded", "trigger": "append",
             "outcome": "unknown", "resolution": "healed"}
@@ -189,7 +194,7 @@ def test_each_dead_call_is_one_span_and_one_dead_calls_increment(telemetry: Tele
 
 def test_a_record_without_effects_reports_them_as_unknown(telemetry: Telemetry) -> None:
     """A record that carries no effects (a ledger row) counts its calls as tool_effect=unknown."""
-    report_heal(heal_record())
+    _report(heal_record())
     assert {point[0]["tool_effect"] for point in telemetry.points(DEAD_CALLS_METRIC)} == {
         "unknown"}
     assert [dict(s.attributes or {})["adk_session_heal.tool_effect"]
@@ -218,7 +223,7 @@ def test_broken_telemetry_never_fails_the_report_and_on_heal_still_runs(
     seen: list[HealRecord] = []
     try:
         with caplog.at_level(logging.WARNING, logger="adk_session_heal"):
-            report_heal(heal_record(), seen.append)
+            _report(heal_record(), seen.append)
     finally:
         set_telemetry_providers()
     assert len(seen) == 1
@@ -349,10 +354,10 @@ GLOBAL_SDK_SCRIPT = textwrap.dedent(
 
     record = HealRecord("app", "u", "s", "e", "e-heal", "inv", ("c",), ("tool",),
                         "superseded", HealTrigger.GET_SESSION, time.time())
-    report_heal(record)  # before any SDK: a no-op, must not fail
+    report_heal(record, data=record.to_json())  # before any SDK: a no-op, must not fail
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-    report_heal(record)
+    report_heal(record, data=record.to_json())
     [point] = [p for rm in reader.get_metrics_data().resource_metrics
                for sm in rm.scope_metrics for m in sm.metrics
                if m.name == "adk_session_heal.heals" for p in m.data.data_points]
@@ -420,7 +425,7 @@ def test_in_an_adk_run_the_heal_span_nests_in_adk_s_trace() -> None:
 
 def test_a_recovered_result_is_resolution_recovered(telemetry: Telemetry) -> None:
     """A heal that wrote a finished run's kept result counts that call as recovered."""
-    report_heal(heal_record(outcomes=("finished_result_lost", "may_have_run"),
+    _report(heal_record(outcomes=("finished_result_lost", "may_have_run"),
                             recovered=(True, False)))
     points = telemetry.points(DEAD_CALLS_METRIC)
     assert [(p[0]["outcome"], p[0]["resolution"]) for p in points] == [

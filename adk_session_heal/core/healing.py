@@ -323,6 +323,15 @@ class Heal:
             run_id=self.run_id,
         )
 
+    @cached_property
+    def record_json(self) -> dict[str, Any]:
+        """The record's one encoding (:meth:`HealRecord.to_json`), made once per heal.
+
+        The writer's ledger row and the report of the heal written both read
+        it. Read it; never change it.
+        """
+        return self.record.to_json()
+
 
 @dataclass(frozen=True, slots=True)
 class SessionHeals:

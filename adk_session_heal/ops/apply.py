@@ -25,7 +25,6 @@ from ..policy import DEFAULT_BATCH_SIZE
 from ..store import SessionStore, open_store
 from ..store.base import Removal, RemovalReason, RemoveOutcome, WriteResult
 from ..store.collector import frozen_heap
-from ..store.ledger.heal_ledger import SqlHealLedger
 from ..store.ledger.repair_runs import RepairRun, RunKind, this_host
 from .repair_report import HealEntry, RepairReport
 from .scan import RepairPlan
@@ -116,7 +115,7 @@ async def _build(batch: Sequence[SessionHeals]) -> None:
     """
     for count, heal in enumerate((heal for planned in batch for heal in planned.heals), start=1):
         try:
-            heal.data, heal.record  # noqa: B018  (cached: built now, read by the write)
+            heal.data, heal.record_json  # noqa: B018  (cached: built now, read by the write)
         except Exception:  # noqa: BLE001  (raised again, in its place, by the write)
             return
         if count % _BUILT_BETWEEN_YIELDS == 0:
@@ -180,7 +179,8 @@ async def _apply(
                 outcomes[result.outcome.value] += 1
                 if result.written:
                     written_by_reason[result.heal.record.reason] += 1
-                    report_heal(result.heal.record, on_heal, level=logging.DEBUG)
+                    report_heal(result.heal.record, on_heal, data=result.heal.record_json,
+                                level=logging.DEBUG)
         taking_back = True
         for pairs in removals:
             results = await store.remove([removal for _, removal in pairs], ledger=ledger)
@@ -191,10 +191,8 @@ async def _apply(
                                                      strict=True)), level=logging.DEBUG)
         if recording and heal_ledger is not None:
             await heal_ledger.finish_run(plan.run_id, time.time())
-        if plan.scan.incremental is not None:
-            assert isinstance(heal_ledger, SqlHealLedger)  # an incremental run is refused elsewhere
-            await heal_ledger.save_watermark(plan.scan.incremental,
-                                             plan.scan.unsettled_sessions(), time.time())
+        if plan.scan.incremental is not None and heal_ledger is not None:
+            await heal_ledger.save_watermark(plan.scan.incremental, time.time())
     except BaseException:
         # A run that failed before it wrote a row leaves no trace (no partial write);
         # one that wrote some keeps its record, unfinished, so `--undo` can take them back.

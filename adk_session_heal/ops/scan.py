@@ -44,7 +44,6 @@ from ..store.incremental import (
     since_column,
     watermark_of,
 )
-from ..store.ledger.heal_ledger import SqlHealLedger
 from ..store.ledger.repair_runs import new_run_id
 from ..store.ledger.revisions import Feature
 from ..store.reconcile_hooks import HookReconciler
@@ -209,6 +208,9 @@ async def scan_sessions(
             progress.advance(max(0, report.sessions_scanned - streamed.sessions))
     if report.damaged_rows and len(report.damaged_rows) == report.events_scanned:
         raise StoreError(_unreadable_message(store, report))
+    if report.incremental is not None:  # complete: the state to save once the run is
+        report.incremental = replace(report.incremental,
+                                     unsettled=tuple(report.unsettled_sessions()))
     return report, planned
 
 
@@ -230,8 +232,7 @@ async def _changes(
     if options.incremental:
         scope = scope_of(where)
         newest = await store.newest_update(where)
-        ledger = store.heal_ledger()
-        assert isinstance(ledger, SqlHealLedger)  # newest_update refused every other layout
+        ledger = store.heal_ledger(options.timeout)
         try:
             previous = await ledger.watermark(scope)
         finally:
@@ -246,14 +247,12 @@ async def _changes(
     return replace(where, since=Since(after)), None
 
 
-async def save_watermark(store: SessionStore, report: ScanReport, now: float,
+async def save_watermark(store: SessionStore, mark: Watermark, now: float,
                           timeout: TimeoutArg) -> None:
-    """Records an incremental run's state (the sessions its report lists), once complete."""
-    assert report.incremental is not None
+    """Records an incremental run's state (:attr:`ScanReport.incremental`), once complete."""
     ledger = store.heal_ledger(timeout)
-    assert isinstance(ledger, SqlHealLedger)  # an incremental run is refused elsewhere
     try:
-        await ledger.save_watermark(report.incremental, report.unsettled_sessions(), now)
+        await ledger.save_watermark(mark, now)
     finally:
         await ledger.close()
 
@@ -364,7 +363,7 @@ async def scan(
         report, _ = await scan_sessions(store, options, now=clock, progress=progress,
                                         planning=False)
         if report.incremental is not None:
-            await save_watermark(store, report, clock, options.timeout)
+            await save_watermark(store, report.incremental, clock, options.timeout)
         return report
     finally:
         await store.close()

@@ -75,7 +75,7 @@ from typing_extensions import override
 from ..core.clean_prefix import CleanPrefix
 from ..core.event_access import ADK_EVENTS
 from ..core.heal_record import HealRecord, HealTrigger
-from ..core.healing import SessionHeals, apply_heals
+from ..core.healing import Heal, SessionHeals, apply_heals
 from ..core.late_results import LateResult, late_results
 from ..core.session_decision import SessionView, decide, decide_unless_clean
 from ..core.session_key import SessionKey
@@ -401,7 +401,7 @@ class HealingSessionService(BaseSessionService):
                         session.events,
                         [(r.heal.plan.insert_at, r.stored or r.heal.event) for r in in_storage],
                     )
-                await self._report_heals([r.heal.record for r in results if r.written],
+                await self._report_heals([r.heal for r in results if r.written],
                                          in_transaction=in_transaction)
             except Exception as exc:
                 if self.policy.raise_errors:
@@ -548,24 +548,24 @@ class HealingSessionService(BaseSessionService):
                 logger.exception("adk_session_heal: took back heal(s) in session %s but could"
                                  " not record it in the ledger", session.id)
 
-    async def _report_heals(self, records: Sequence[HealRecord], *, in_transaction: bool) -> None:
+    async def _report_heals(self, heals: Sequence[Heal], *, in_transaction: bool) -> None:
         """Reports the heals a write inserted (all of one session) and records them in the ledger.
 
         Args:
-            records: The heals written.
+            heals: The heals written.
             in_transaction: Their ledger rows committed with the heals already.
         """
-        for record in records:
-            report_heal(record, self._on_heal)
-        if records and self._ledger is not None and not in_transaction:
+        for heal in heals:
+            report_heal(heal.record, self._on_heal, data=heal.record_json)
+        if heals and self._ledger is not None and not in_transaction:
             try:
-                await self._ledger.record(records)
+                await self._ledger.record([heal.record for heal in heals])
             except Exception:
                 if self.policy.raise_errors:
                     raise
                 logger.exception(
                     "adk_session_heal: healed session %s but could not record it in the ledger",
-                    records[0].session_id,
+                    heals[0].key.session_id,
                 )
 
 

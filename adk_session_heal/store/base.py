@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
@@ -448,28 +448,28 @@ class SessionStore:
         return self.url
 
     def heal_ledger(self, timeout: TimeoutArg = None) -> SqlHealLedger | RedisHealLedger:
-        """Opens the heal ledger beside these sessions: its SQL tables, or Redis's hash.
+        """Opens the heal ledger beside these sessions (each layout says which it keeps).
 
-        On a database server it shares this store's engine (:meth:`server_engine`).
-        Close it when done.
+        A SQL layout's is its tables (on a database server sharing this
+        store's engine, :meth:`server_engine`), Redis's the hashes beside its
+        sessions. Close it when done.
 
         Raises:
-            UnsupportedStoreError: The store was built over a session service,
-                not opened from a URL.
+            UnsupportedStoreError: The layout keeps none, or the store was
+                built over a session service, not opened from a URL.
         """
-        from .ledger.heal_ledger import open_heal_ledger
-        return open_heal_ledger(self._opened_url(), timeout=timeout, engine=self.server_engine())
+        raise UnsupportedStoreError(f"{self} keeps no heal ledger: open the store by its URL")
 
     def tool_runs(
         self, timeout: TimeoutArg = None
     ) -> AbstractAsyncContextManager[ToolRunReader | None]:
         """The tool-run ledger beside these sessions, for reading; ``None`` when there is none.
 
-        :func:`~adk_session_heal.store.ledger.tool_run_reader.tool_run_reader`
-        says which a layout has, and when one that has it still gives ``None``.
+        A SQL layout's is its table (revision ``0002`` or later, and ``None``
+        while it holds no run at all), Redis's the hashes beside its sessions;
+        every other layout has none (this default).
         """
-        from .ledger.tool_run_reader import tool_run_reader
-        return tool_run_reader(self, timeout)
+        return nullcontext(None)
 
     async def write(
         self, batch: Sequence[SessionHeals], *, ledger: bool, read_back: bool = False

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.durations import parse_duration
 
 if TYPE_CHECKING:
+    from ..core.session_key import SessionKey
     from .base import SessionFilter
 
 UNSETTLED_TABLE_NAME = "adk_session_heal_unsettled"
@@ -72,11 +73,15 @@ class Watermark:
         scope: The scope (:func:`scope_of`) the state belongs to.
         previous: The previous run's watermark (``None``: first run, all read).
         value: The watermark this run records (column seconds).
+        unsettled: The sessions this run leaves unsettled (what its report
+            lists, once each), set once its scan is complete: the next run
+            reads them again.
     """
 
     scope: str
     previous: float | None
     value: float
+    unsettled: tuple[SessionKey, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Returns the JSON form."""

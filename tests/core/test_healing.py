@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
 from adk_session_heal.core.findings import CallStatus, classify
 from adk_session_heal.core.heal_plan import HEAL_ID_SUFFIX, heal_event_id
-from adk_session_heal.core.healing import build_heal_event, plan_heals, row_seal
+from adk_session_heal.core.heal_record import HealTrigger
+from adk_session_heal.core.healing import build_heal_event, plan_heals, plan_session, row_seal
+from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.policy import (
     DEFAULT_PAYLOAD,
     UNSAFE_RETRY_ERROR,
@@ -415,3 +417,17 @@ def test_effects_change_only_the_payloads_and_the_marker(ops: list) -> None:
         assert marker["outcomes"] == ["unknown"] * len(responses)
     for provider in PROVIDERS:
         assert provider_problems(declared, provider) == provider_problems(plain, provider)  # type: ignore[arg-type]
+
+
+def test_a_heal_s_record_is_encoded_once_as_its_record_encodes() -> None:
+    """The encoding a written heal's ledger row and report share is its record's own
+    ``to_json``, made once per heal: a run's heal keeps its run id in it."""
+    events = crashed_parallel().events
+    planned = plan_session(events, classify(events, now=NOW, stale_after=60.0),
+                           SessionKey(**KEY), HealPolicy(), trigger=HealTrigger.REPAIR,
+                           healed_at=NOW, seen_events=len(events), run_id="run-1")
+    assert planned is not None and planned.heals
+    for made in planned.heals:
+        assert made.record_json == made.record.to_json()
+        assert made.record_json is made.record_json
+        assert made.record_json["run_id"] == "run-1"

@@ -31,6 +31,7 @@ from stores import (
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
     close,
     fill,
+    heal_ledger_at,
     make_store,
     snapshot,
 )
@@ -49,8 +50,6 @@ from adk_session_heal.policy import HealPolicy, ToolEffect
 from adk_session_heal.runtime.service import HealingSessionService
 from adk_session_heal.store import SessionFilter, open_store, store_for_service
 from adk_session_heal.store.base import Removal, RemovalReason, ResolveOutcome
-from adk_session_heal.store.ledger.heal_ledger import open_heal_ledger
-from adk_session_heal.store.urls import parse_store_url
 from adk_session_heal.testing import History, outline
 
 POLICY = HealPolicy(stale_after=3600, tool_effects={"get_weather": ToolEffect.READ_ONLY})
@@ -286,8 +285,7 @@ async def test_four_successive_corrections_store_the_fourth_and_record_each(
     assert await adk_events(cli_store) == [
         "pay my order and tell me the weather", "call", "response:refunded", "hello?"]
 
-    ledger = open_heal_ledger(parse_store_url(cli_store.url))
-    try:
+    async with heal_ledger_at(cli_store.url) as ledger:
         records = await ledger.resolutions()
         assert [(r.synthetic_event_id, r.supersedes, r.resolved_by, dict(r.response),
                  r.call_id, r.call_event_id) for r in records] == [
@@ -297,8 +295,6 @@ async def test_four_successive_corrections_store_the_fourth_and_record_each(
             (([heal_id] + ids)[n], f"op{n}") for n in range(4)]
         assert sorted(r.synthetic_event_id for r in await ledger.history()
                       if r.trigger.value == "review") == sorted(ids)
-    finally:
-        await ledger.close()
 
     before = await snapshot(cli_store)
     again = resolve_cli(cli_store, outcomes[3], "op3")
@@ -372,11 +368,8 @@ async def test_concurrent_resolve_commands_lose_no_outcome(cli_store: Store) -> 
             assert line.count("\n") == 0 and line.startswith(
                 "Error: call 'pay-1' was answered meanwhile, now by the resolution by op"), line
             assert line.split("the resolution by ")[1].split(" ")[0] in winners, line
-    ledger = open_heal_ledger(parse_store_url(cli_store.url))
-    try:
+    async with heal_ledger_at(cli_store.url) as ledger:
         records = {r.supersedes: r for r in await ledger.resolutions()}
-    finally:
-        await ledger.close()
     assert {r.resolved_by for r in records.values()} == winners
     chain, at = [], heal_id
     while at in records:

@@ -28,6 +28,7 @@ from stores import (
     adk_store_fixture,  # noqa: F401  (the adk_store fixture)
     crashed_histories,
     fill,
+    heal_ledger_at,
     make_store,
     snapshot,
 )
@@ -38,7 +39,6 @@ from adk_session_heal.core.healing import event_digest
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.ops.undo import plan_undo
 from adk_session_heal.store.base import Removal, RemovalReason, RemoveOutcome, decide_removal
-from adk_session_heal.store.ledger.heal_ledger import open_heal_ledger
 from adk_session_heal.store.urls import parse_store_url
 
 
@@ -86,13 +86,10 @@ async def test_undo_takes_the_run_back_byte_for_byte_and_a_later_repair_heals_ag
     undo_run = runs[undone["undo_run_id"]]
     assert (undo_run["run_kind"], undo_run["undoes"], undo_run["heals_removed"],
             undo_run["heals_kept"]) == ("undo", run_id, 3, 0)
-    ledger = open_heal_ledger(parse_store_url(adk_store.url))
-    try:
-        removals = await ledger.removals()  # type: ignore[union-attr]
+    async with heal_ledger_at(adk_store.url) as ledger:
+        removals = await ledger.removals()
         assert {(r.reason, r.detail, r.run_id) for r in removals} == {
             (RemovalReason.UNDO, (run_id,), undone["undo_run_id"])}
-    finally:
-        await ledger.close()
 
     after_undo = await snapshot(adk_store)
     again = cli("repair", adk_store.url, "--undo", run_id, "--yes")

@@ -37,12 +37,14 @@ from adk_session_heal.core.event_access import ADK_EVENTS
 from adk_session_heal.core.findings import classify
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.shards import Shard
+from adk_session_heal.errors import UnsupportedStoreError
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.ops.scan import scan
 from adk_session_heal.ops.scan_report import ScanReport
 from adk_session_heal.ops.undo import undo
 from adk_session_heal.store import SessionFilter
 from adk_session_heal.store.incremental import (
+    Watermark,
     column_seconds,
     column_text,
     parse_since,
@@ -50,6 +52,7 @@ from adk_session_heal.store.incremental import (
     since_column,
     watermark_of,
 )
+from adk_session_heal.store.ledger.heal_redis import RedisHealLedger
 from adk_session_heal.testing import History
 
 NOW = 1_800_000_000.0
@@ -182,6 +185,19 @@ def test_only_answered_sessions_are_settled() -> None:
         assert (name not in unsettled) is expected[name], name
 
 
+async def test_a_redis_ledger_keeps_no_incremental_state() -> None:
+    """Redis keeps no update time: its heal ledger refuses to read or save an incremental run's
+    state, in one line naming the stores that have one (a scan refuses such a run first)."""
+    ledger = RedisHealLedger.from_url(REDIS_URL)
+    try:
+        with pytest.raises(UnsupportedStoreError, match="--incremental needs ADK's SQL storage"):
+            await ledger.watermark(scope_of(SessionFilter()))
+        with pytest.raises(UnsupportedStoreError, match="--incremental needs ADK's SQL storage"):
+            await ledger.save_watermark(Watermark(scope_of(SessionFilter()), None, NOW), NOW)
+    finally:
+        await ledger.close()
+
+
 @pytest.mark.parametrize("prefilter", ["always", "never"])
 @pytest.mark.parametrize("kind", KINDS)
 async def test_incremental_runs_find_what_full_scans_find(kind: str, prefilter: Any,
@@ -201,6 +217,8 @@ async def test_incremental_runs_find_what_full_scans_find(kind: str, prefilter: 
         assert first.sessions_scanned == len(histories) and first.since is None
         unsettled = {k.session_id for k in first.unsettled_sessions()}
         assert unsettled == {"dead", "stale", "parallel", "long", "idless", "orphan", "fresh"}
+        # The state the run saved: what its complete scan left unsettled, once each.
+        assert first.incremental.unsettled == tuple(first.unsettled_sessions())
 
         # Nothing changed: the unsettled only ("fresh" is also the newest).
         again = await _same_as_full(store, NOW, prefilter=prefilter)

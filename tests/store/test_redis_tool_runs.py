@@ -24,6 +24,7 @@ from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun, run_outcome
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.policy import LEDGER_ERRORS, CallOutcome
+from adk_session_heal.store import open_store
 from adk_session_heal.store.ledger.tool_run_redis import RedisToolRunLedger
 
 MAY_HAVE_RUN = {"error": LEDGER_ERRORS[CallOutcome.MAY_HAVE_RUN], "outcome": "may_have_run",
@@ -80,6 +81,22 @@ async def test_records_count_attempts_and_refuse_stale_writers(
         await client.aclose()
     assert 0 < ttl <= 7 * 24 * 3600
     assert ledger.hash_key(key).startswith(f"adk_session_heal:tool_runs:{prefix}")
+
+
+async def test_a_redis_store_reads_the_tool_runs_beside_its_sessions(
+        ledger: RedisToolRunLedger, prefix: str) -> None:
+    """A Redis store opened by URL reads the runs recorded under its own key prefix only."""
+    await ledger.start(_run("c-1"))
+    key = SessionKey(APP, USER, "s-1")
+    for url, found in ((f"{REDIS_URL}?key_prefix={quote(prefix, safe='')}", {"c-1"}),
+                       (f"{REDIS_URL}?key_prefix={quote(prefix + 'other:', safe='')}", set())):
+        store = await open_store(url)
+        try:
+            async with store.tool_runs() as runs:
+                assert isinstance(runs, RedisToolRunLedger)
+                assert set(await runs.runs(key)) == found
+        finally:
+            await store.close()
 
 
 async def test_a_runner_killed_mid_tool_is_healed_from_redis_records(

@@ -39,6 +39,7 @@ from stores import (
 
 from adk_session_heal import ScanOptions, migrate
 from adk_session_heal.core.event_access import HEAL_METADATA_KEY
+from adk_session_heal.errors import UnsupportedStoreError
 from adk_session_heal.ops.apply import apply_plan
 from adk_session_heal.ops.repair import repair
 from adk_session_heal.ops.scan import plan_repair, scan
@@ -96,6 +97,24 @@ async def test_writer_is_chosen_by_service_kind(tmp_path: Path) -> None:
     assert store_for_service(OpaqueSessionService(), session).bumps_revision
     assert not store_for_service(database, session).bumps_revision
     await database.close()
+
+
+async def test_a_store_built_over_a_service_keeps_no_ledger_of_its_own(tmp_path: Path) -> None:
+    """Only a store opened by URL opens a ledger: over a service (the wrapper's), there is no
+    tool-run ledger to read and asking for the heal ledger is one clear refusal."""
+    database = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path}/d.db")
+    await database.prepare_tables()
+    session = Session(id="s", app_name=APP, user_id=USER)
+    try:
+        for service in (database, SqliteSessionService(str(tmp_path / "s.db")),
+                        InMemorySessionService(), OpaqueSessionService()):
+            store = store_for_service(service, session)
+            async with store.tool_runs() as runs:
+                assert runs is None, store
+            with pytest.raises(UnsupportedStoreError, match="open the store by its URL"):
+                store.heal_ledger()
+    finally:
+        await database.close()
 
 
 class SealingSessionService(DatabaseSessionService):

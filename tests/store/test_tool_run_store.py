@@ -6,17 +6,29 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from servers import temporary_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
-from stores import Store, adk_store_fixture, tool_run_ledger_fixture  # noqa: F401
+from stores import (  # noqa: F401
+    APP,
+    KINDS,
+    USER,
+    Store,
+    adk_store_fixture,
+    close,
+    make_store,
+    tool_run_ledger_fixture,
+)
 
+from adk_session_heal import migrate
 from adk_session_heal.core.session_key import SessionKey
 from adk_session_heal.core.tool_runs import RunState, ToolRun
 from adk_session_heal.ledger import SqlToolRunLedger
+from adk_session_heal.store import open_store
 
 KEY = SessionKey("app", "user", "s-1")
 _T = TypeVar("_T")
@@ -142,3 +154,31 @@ async def test_a_kept_result_is_read_back_as_the_response_adk_sends(
     run = _run("c-1", attempt=await tool_run_ledger.start(_run("c-1")))
     assert await tool_run_ledger.finish(run, RunState.FINISHED, time.time(), kept, False)
     assert (await tool_run_ledger.runs(KEY))["c-1"].result == read
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_scan_reads_the_tool_run_table_only_once_it_holds_a_run(
+        kind: str, tmp_path: Path) -> None:
+    """A SQL store opened by URL has no tool-run ledger to read before `db upgrade` adds the
+    table, nor while the table is empty; once a run is recorded, it reads that run."""
+    async for adk_store in make_store(kind, tmp_path):
+        service = adk_store.service()
+        await service.list_sessions(app_name=APP, user_id=USER)  # ADK creates its tables
+        await close(service)
+        store = await open_store(adk_store.url)
+        try:
+            async with store.tool_runs() as runs:
+                assert runs is None
+            await migrate.upgrade(adk_store.url)
+            async with store.tool_runs() as runs:
+                assert runs is None
+            writer = SqlToolRunLedger.from_url(adk_store.url)
+            try:
+                await writer.start(_run("c-1"))
+            finally:
+                await writer.close()
+            async with store.tool_runs() as runs:
+                assert runs is not None
+                assert set(await runs.runs(KEY)) == {"c-1"}
+        finally:
+            await store.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
-from contextlib import closing
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from adk_session_heal.core.adk_compat import timestamp_to_column
 from adk_session_heal.ledger import SqlToolRunLedger
 from adk_session_heal.migrate import upgrade
+from adk_session_heal.store import open_store
 from adk_session_heal.store.layouts.adk_sqlite import insert_sqlite_events, sqlite_event_row
 from adk_session_heal.store.layouts.sql_event_rows import database_event_row
 from adk_session_heal.store.urls import parse_store_url
@@ -304,6 +305,18 @@ async def bulk_fill(store: Store, histories: list[History], *, app: str = APP,
     finally:
         await engine.dispose()
 
+
+
+@asynccontextmanager
+async def heal_ledger_at(url: str) -> AsyncIterator[Any]:
+    """The heal ledger of the store at ``url``, opened through its layout as a repair opens it."""
+    store = await open_store(url)
+    ledger = store.heal_ledger()
+    try:
+        yield ledger
+    finally:
+        await ledger.close()
+        await store.close()
 
 
 @pytest.fixture(name="tool_run_ledger")

@@ -62,7 +62,10 @@ from ..urls import StoreUrl
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
     from google.adk.events.event import Event
 
+    from ...core.tool_runs import ToolRunReader
     from ..base import Removal, SessionFilter, StoredSession, WriteResult
+    from ..engines import TimeoutArg
+    from ..ledger.heal_ledger import SqlHealLedger
 
 SQLITE_EVENT_COLUMNS = (
     "id",
@@ -272,6 +275,21 @@ class AdkSqliteStore(SessionStore):
                                              key_columns=False)) as grouped:
             async for stored in grouped:
                 yield stored
+
+    def heal_ledger(self, timeout: TimeoutArg = None) -> SqlHealLedger:
+        """Opens the ledger tables in this file."""
+        from ..ledger.heal_ledger import SqlHealLedger
+
+        return SqlHealLedger.from_url(self._opened_url(), timeout=timeout)
+
+    def tool_runs(
+        self, timeout: TimeoutArg = None
+    ) -> AbstractAsyncContextManager[ToolRunReader | None]:
+        """This file's ``adk_session_heal_tool_runs`` table, read-only (see the base class)."""
+        from ..ledger.tool_run_sql import SqlToolRunLedger
+
+        return SqlToolRunLedger.reading(self.url, self.ledger_revision, timeout=timeout,
+                                        engine=None)
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

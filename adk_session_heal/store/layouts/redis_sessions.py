@@ -72,6 +72,7 @@ from ..ledger.heal_redis import (
     LEDGER_KEY_PREFIX,
     REMOVALS_KEY_PREFIX,
     RESOLUTIONS_KEY_PREFIX,
+    RedisHealLedger,
     ledger_field,
 )
 from ..ledger.heal_table import heal_ledger_row, removal_row, resolution_row
@@ -81,9 +82,13 @@ from ..urls import REDIS_KEY_PREFIX, StoreUrl
 from .redis_values import ParsedSession, parse_session_value, with_heals, without_events
 
 if TYPE_CHECKING:  # a stored event is read back as an Event only after a lost write race
+    from contextlib import AbstractAsyncContextManager
+
     from google.adk.events.event import Event
 
+    from ...core.tool_runs import ToolRunReader
     from ..base import Removal, SessionFilter
+    from ..engines import TimeoutArg
 
 ADK_REDIS_MODULE = "google.adk.integrations.redis"
 """Where ADK (2.7+) keeps ``RedisSessionService``."""
@@ -313,6 +318,18 @@ class RedisStore(SessionStore):
                 DamagedRow(None, f"events[{index}] is not a JSON object")
                 for index, event in enumerate(events) if type(event) is not dict)
             yield StoredSession(key, [e for e in events if type(e) is dict], damaged)
+
+    def heal_ledger(self, timeout: TimeoutArg = None) -> RedisHealLedger:
+        """Opens the hashes beside these sessions that keep the heal ledger."""
+        return RedisHealLedger.from_url(self._opened_url())
+
+    def tool_runs(
+        self, timeout: TimeoutArg = None
+    ) -> AbstractAsyncContextManager[ToolRunReader | None]:
+        """The tool-run hashes beside these sessions (see the base class)."""
+        from ..ledger.tool_run_redis import RedisToolRunLedger
+
+        return RedisToolRunLedger.reading(self.url)
 
     async def ledger_revision(self) -> str | None:
         """The ledger is a hash created on first write: always current, never migrated."""

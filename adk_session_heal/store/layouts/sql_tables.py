@@ -88,9 +88,12 @@ from .sql_event_rows import (
 from .sql_recheck import hold_sessions, recheck
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from google.adk.events.event import Event
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+    from ...core.tool_runs import ToolRunReader
     from ..base import (
         Removal,
         RemoveOutcome,
@@ -99,6 +102,8 @@ if TYPE_CHECKING:
         StoredSession,
         WriteResult,
     )
+    from ..engines import TimeoutArg
+    from ..ledger.heal_ledger import SqlHealLedger
 
 _NEWEST_FIRST_INDEX = "idx_events_app_user_session_ts_id"
 """ADK's index on ``events`` (app, user, session, timestamp DESC, id DESC)."""
@@ -356,6 +361,22 @@ class SqlTablesStore(SessionStore):
         return grouped_sessions(chunks, key_columns=True,
                                 decoded=self._dialect == "postgresql",
                                 newest_first=newest_first)
+
+    def heal_ledger(self, timeout: TimeoutArg = None) -> SqlHealLedger:
+        """Opens this database's ledger tables, sharing a server's engine (server_engine)."""
+        from ..ledger.heal_ledger import SqlHealLedger
+
+        return SqlHealLedger.from_url(self._opened_url(), timeout=timeout,
+                                      engine=self.server_engine())
+
+    def tool_runs(
+        self, timeout: TimeoutArg = None
+    ) -> AbstractAsyncContextManager[ToolRunReader | None]:
+        """This database's ``adk_session_heal_tool_runs`` table, read-only (see the base class)."""
+        from ..ledger.tool_run_sql import SqlToolRunLedger
+
+        return SqlToolRunLedger.reading(self.url, self.ledger_revision, timeout=timeout,
+                                        engine=self.server_engine())
 
     async def ledger_revision(self) -> str | None:
         """Returns the heal ledger's revision (``None``: not installed)."""

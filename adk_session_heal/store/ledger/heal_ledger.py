@@ -85,24 +85,6 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from ..base import Removal
-    from .heal_redis import RedisHealLedger
-
-
-def open_heal_ledger(
-    url: StoreUrl, *, timeout: TimeoutArg = None, engine: AsyncEngine | None = None
-) -> SqlHealLedger | RedisHealLedger:
-    """Opens the heal ledger of a store: its SQL tables, or the Redis keys beside its sessions.
-
-    Args:
-        url: The store's URL.
-        timeout: How long to wait for a database server.
-        engine: The store's engine on a database server, to share (see
-            :meth:`SqlHealLedger.from_url`).
-    """
-    if url.backend == "redis":
-        from .heal_redis import RedisHealLedger
-        return RedisHealLedger.from_url(url)
-    return SqlHealLedger.from_url(url, timeout=timeout, engine=engine)
 
 
 def _sqlite_file(database: str | None) -> str | None:
@@ -364,8 +346,7 @@ class SqlHealLedger(SqlLedger, HealHistory):
             raise await self._failure(exc, Feature.INCREMENTAL, "watermarks") from exc
         return None if found is None else float(found)
 
-    async def save_watermark(self, mark: Watermark, unsettled: Sequence[SessionKey],
-                             run_at: float) -> None:
+    async def save_watermark(self, mark: Watermark, run_at: float) -> None:
         """Records an incremental run's watermark and unsettled sessions, in one transaction.
 
         The scope's previous state is replaced whole; a run killed before this
@@ -377,7 +358,7 @@ class SqlHealLedger(SqlLedger, HealHistory):
         key = scope_id(mark.scope)
         marks, kept = WATERMARKS_TABLE, UNSETTLED_TABLE
         rows = [{"scope_id": key, "app_name": k.app_name, "user_id": k.user_id,
-                 "session_id": k.session_id} for k in dict.fromkeys(unsettled)]
+                 "session_id": k.session_id} for k in dict.fromkeys(mark.unsettled)]
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(delete(marks).where(marks.c.scope_id == key))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.heal_record import HealRecord, ResolutionRecord
 from ...core.session_key import SessionKey
+from ...errors import UnsupportedStoreError
 from ..redis_clients import as_text
 from .heal_table import (
     ledger_row,
@@ -43,6 +44,7 @@ from .revisions import LEDGER_HEAD_REVISION, Feature
 
 if TYPE_CHECKING:
     from ..base import Removal
+    from ..incremental import Watermark
 
 LEDGER_KEY_PREFIX = "adk_session_heal:ledger:"
 """The heal ledger's hash is this followed by ADK's key prefix."""
@@ -53,6 +55,10 @@ REMOVALS_KEY_PREFIX = "adk_session_heal:removals:"
 RESOLUTIONS_KEY_PREFIX = "adk_session_heal:resolutions:"
 """The resolutions' list (one record per operator's resolution) is this followed by ADK's
 key prefix."""
+
+_NO_UPDATE_TIME = ("Redis keeps no update time: --incremental needs ADK's SQL storage "
+                   "(DatabaseSessionService or SqliteSessionService)")
+"""Why a Redis ledger keeps no incremental state (the scan refuses such a run first)."""
 
 RUNS_KEY_PREFIX = "adk_session_heal:runs:"
 """The runs' hash (run id -> run row as JSON) is this followed by ADK's key prefix."""
@@ -138,6 +144,22 @@ class RedisHealLedger(RedisLedger, HealHistory):
         if value is not None:
             row = {**json.loads(value), "finished_at": finished_at, "kept": kept}
             await self._client.hset(self.runs_key, run_id, json.dumps(row))
+
+    async def watermark(self, scope: str) -> float | None:
+        """Redis keeps no update time, so no incremental state: refused.
+
+        Raises:
+            UnsupportedStoreError: Always.
+        """
+        raise UnsupportedStoreError(_NO_UPDATE_TIME)
+
+    async def save_watermark(self, mark: Watermark, now: float) -> None:
+        """Redis keeps no update time, so no incremental state: refused.
+
+        Raises:
+            UnsupportedStoreError: Always.
+        """
+        raise UnsupportedStoreError(_NO_UPDATE_TIME)
 
     async def forget_run(self, run_id: str) -> None:
         """Deletes the record of a run that failed before it wrote anything."""

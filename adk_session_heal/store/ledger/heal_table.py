@@ -237,7 +237,7 @@ def heal_ledger_row(heal: Heal, stored: Mapping[str, Any] | None = None) -> dict
             :attr:`~adk_session_heal.core.healing.Heal.data` (Redis stores the
             ``Event``'s full dump). Only digested for a run's heal.
     """
-    row = ledger_row(heal.record)
+    row = _row(heal.record_json, _LEDGER_COLUMNS)
     if heal.record.run_id is not None:
         row["event_digest"] = event_digest(heal.data if stored is None else stored)
     return row
@@ -275,11 +275,15 @@ def ledger_row(record: HealRecord, *, with_effects: bool = False) -> dict[str, A
         with_effects: Also each call's effect and outcome (the Redis ledger
             keeps them; the SQL table has no columns for them).
     """
-    data = record.to_json()
     columns = (*_LEDGER_COLUMNS, "effects", "outcomes") if with_effects else _LEDGER_COLUMNS
+    return _row(record.to_json(), columns)
+
+
+def _row(data: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """The ledger row of a record's encoding ``data``: ``columns``, and a run's ``run_id``."""
     row = {key: _json_text(data[key]) if key in _JSON_TEXT else data[key] for key in columns}
-    if record.run_id is not None:
-        row["run_id"] = record.run_id
+    if data["run_id"] is not None:
+        row["run_id"] = data["run_id"]
     return row
 
 

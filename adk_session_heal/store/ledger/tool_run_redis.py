@@ -23,7 +23,8 @@ belong to the loop that opened them), connecting as the original does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ...core.session_key import SessionKey
@@ -31,7 +32,7 @@ from ...core.tool_runs import RunState, ToolRun, kept_result
 from ...errors import LedgerError
 from ..redis_clients import as_text as _text
 from ..redis_clients import redis_errors as _redis_errors
-from ..urls import REDIS_KEY_PREFIX
+from ..urls import REDIS_KEY_PREFIX, StoreUrl
 from .ledger_base import RedisLedger
 
 TOOL_RUNS_KEY_PREFIX = "adk_session_heal:tool_runs:"
@@ -85,6 +86,19 @@ class RedisToolRunLedger(RedisLedger):
         super().__init__(client, key_prefix=key_prefix, owns_client=owns_client)
         self.expire_seconds = expire_seconds
         self._own_pool: Any = None
+
+    @classmethod
+    @asynccontextmanager
+    async def reading(cls, url: StoreUrl | None) -> AsyncIterator[RedisToolRunLedger | None]:
+        """A Redis store's tool-run hashes, beside its sessions; ``None`` without a URL."""
+        if url is None:
+            yield None
+            return
+        runs = cls.from_url(url)
+        try:
+            yield runs
+        finally:
+            await runs.close()
 
     def open_copy(self) -> RedisToolRunLedger:
         """Returns this ledger over a client of its own, for another thread's event loop.

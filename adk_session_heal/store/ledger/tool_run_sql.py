@@ -17,7 +17,9 @@ a row is :mod:`adk_session_heal.core.tool_runs`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -35,7 +37,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -74,8 +75,6 @@ TOOL_RUNS_TABLE = Table(
 """The tool-run table (revision ``0002``; the migration is a frozen copy of it)."""
 
 _KEY_COLUMNS = ("app_name", "user_id", "session_id", "call_id")
-_UPSERT: dict[str, Any] = {"postgresql": postgresql, "sqlite": sqlite}
-"""Dialects whose ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` records a start at once."""
 
 
 _COLUMNS = TOOL_RUNS_TABLE.c
@@ -107,18 +106,37 @@ def _upsert(dialect: Any) -> Any:
     ).returning(_COLUMNS.attempt)
 
 
-_STARTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
-_ANNOUNCES = {name: module.insert(TOOL_RUNS_TABLE).on_conflict_do_nothing().returning(
-                  _COLUMNS.call_id)
-              for name, module in (("postgresql", postgresql), ("sqlite", sqlite))}
-"""``INSERT ... ON CONFLICT DO NOTHING RETURNING call_id``: the ids returned were written."""
-_MYSQL_START = mysql.insert(TOOL_RUNS_TABLE).values(
-    attempt=func.last_insert_id(1),
-    **{name: bindparam(name) for name in (*_KEY_COLUMNS, *_STARTED)},
-)
-_MYSQL_START = _MYSQL_START.on_duplicate_key_update(
-    attempt=func.last_insert_id(_COLUMNS.attempt + 1),
-    **{name: _MYSQL_START.inserted[name] for name in _STARTED})
+@functools.cache
+def _returning(dialect: str) -> tuple[Any, Any] | None:
+    """A dialect's start and announce statements, each one round trip with ``RETURNING``.
+
+    The start is ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING attempt``, the
+    announce ``INSERT ... ON CONFLICT DO NOTHING RETURNING call_id`` (the ids
+    returned were written). Built once, on the dialect's first write (a scan that
+    only reads loads no dialect's module); ``None`` for MySQL/MariaDB.
+    """
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    module = {"postgresql": postgresql, "sqlite": sqlite}.get(dialect)
+    if module is None:
+        return None
+    announce = module.insert(TOOL_RUNS_TABLE).on_conflict_do_nothing().returning(
+        _COLUMNS.call_id)
+    return _upsert(module), announce
+
+
+@functools.cache
+def _mysql_start() -> Any:
+    """``INSERT ... ON DUPLICATE KEY UPDATE`` of a start, its attempt left in ``LAST_INSERT_ID``."""
+    from sqlalchemy.dialects import mysql
+
+    statement = mysql.insert(TOOL_RUNS_TABLE).values(
+        attempt=func.last_insert_id(1),
+        **{name: bindparam(name) for name in (*_KEY_COLUMNS, *_STARTED)},
+    )
+    return statement.on_duplicate_key_update(
+        attempt=func.last_insert_id(_COLUMNS.attempt + 1),
+        **{name: statement.inserted[name] for name in _STARTED})
 
 
 def _key_params(run: ToolRun) -> dict[str, Any]:
@@ -175,6 +193,36 @@ class SqlToolRunLedger(SqlLedger):
                 disposed on :meth:`close`); by default the ledger opens its own.
         """
         return cls._open(url, timeout=timeout, writable=writable, engine=engine)
+
+    @classmethod
+    @asynccontextmanager
+    async def reading(
+        cls, url: StoreUrl | None, revision: Callable[[], Awaitable[str | None]], *,
+        timeout: TimeoutArg, engine: AsyncEngine | None,
+    ) -> AsyncIterator[SqlToolRunLedger | None]:
+        """A SQL store's tool-run ledger, read-only; ``None`` when it has none to read.
+
+        ``None`` for a store built over a service (no URL), a ledger before
+        revision ``0002``, or a table that holds no run at all (the plugin is
+        not in use): then no session needs a read of its own. A record
+        written after this check is of a tool that started after it, whose
+        call cannot have been dead by then (measured: a 3,000-heal repair
+        spent 70 % of its time on those per-session reads).
+
+        Args:
+            url: The store's URL.
+            revision: Reads the store's ledger revision.
+            timeout: How long to wait for a database server.
+            engine: The store's engine on a database server, to share.
+        """
+        if url is None or not has(await revision(), Feature.TOOL_RUNS):
+            yield None
+            return
+        runs = cls.from_url(url, writable=False, timeout=timeout, engine=engine)
+        try:
+            yield None if await runs.empty() else runs
+        finally:
+            await runs.close()
 
     def open_copy(self) -> SqlToolRunLedger:
         """Returns this ledger over an engine of its own, for another thread's event loop.
@@ -237,7 +285,8 @@ class SqlToolRunLedger(SqlLedger):
                 for run in runs]
         if not rows:
             return set()
-        statement = _ANNOUNCES.get(self.engine.dialect.name)
+        returning = _returning(self.engine.dialect.name)
+        statement = None if returning is None else returning[1]
         try:
             async with self._autocommit.connect() as conn:
                 if statement is not None:
@@ -268,7 +317,8 @@ class SqlToolRunLedger(SqlLedger):
                "state": RunState.STARTED.value, "host": run.host, "pid": run.pid,
                "started_at": run.started_at, "lease_until": run.lease_until,
                "finished_at": None, "result": None, "result_truncated": False}
-        statement = _STARTS.get(self.engine.dialect.name)
+        returning = _returning(self.engine.dialect.name)
+        statement = None if returning is None else returning[0]
         try:
             async with self._autocommit.connect() as conn:
                 if statement is not None:
@@ -276,7 +326,7 @@ class SqlToolRunLedger(SqlLedger):
                 # MySQL/MariaDB: LAST_INSERT_ID(expr) leaves this statement's attempt in the
                 # connection, so the SELECT on it reads ours, whatever other connections do.
                 del row["attempt"]
-                await conn.execute(_MYSQL_START, row)
+                await conn.execute(_mysql_start(), row)
                 return int((await conn.execute(select(func.last_insert_id()))).scalar_one())
         except SQLAlchemyError as exc:
             raise LedgerError(
